@@ -1,0 +1,9 @@
+#pragma once
+// The umbrella header: everything a user of lazytensor needs.
+#include "lazytensor/dtype.h"
+#include "lazytensor/error.h"
+#include "lazytensor/metrics.h"
+#include "lazytensor/reference.h"
+#include "lazytensor/runtime.h"
+#include "lazytensor/shape.h"
+#include "lazytensor/tensor.h"

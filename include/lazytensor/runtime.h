@@ -1,0 +1,84 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lt {
+
+class Tensor;
+
+// Cuts the trace: every live tensor with a pending computation becomes an output of one
+// graph, which is compiled (or found in the compile cache by its structure) and launched on
+// the device stream. Returns without waiting for the device. Dead tensors are never computed;
+// with nothing pending it does nothing.
+void mark_step();
+// Blocks until every launched computation and transfer has finished. Throws lt::Error if one
+// of them failed since the last wait (the failed tensors also throw when read).
+void wait_device_ops();
+
+// How a plain number passed to an op reaches the device (design.md, section 1).
+enum class ScalarPolicy {
+  argument,  // a kernel argument: no upload, no recompile, whatever the value (default)
+  cached,    // device data from an LRU cache keyed by value: one synchronous upload per new value
+  uncached,  // device data uploaded synchronously on every use (torch-xla 1.13's regression)
+  constant,  // baked into the graph: every new value is a new graph and a recompile
+};
+const char* scalar_policy_name(ScalarPolicy policy);
+ScalarPolicy parse_scalar_policy(const std::string& name);  // throws lt::Error if unknown
+
+// Settings. Each starts from its environment variable when the process first uses the engine:
+//   LT_SCALAR_POLICY=argument|cached|uncached|constant   LT_SPECIAL_SCALARS=0|1
+//   LT_COMPILE_CACHE_SIZE=N   LT_DATA_CACHE_SIZE=N   LT_COMPILER=native|interpreter
+//   LT_KERNEL_CACHE_DIR=path  LT_KERNEL_CACHE_BYTES=N  LT_NUM_THREADS=N  LT_DEBUG=0|1
+void set_scalar_policy(ScalarPolicy policy);
+ScalarPolicy scalar_policy();
+// With the cached and uncached policies, 0 and +-1 become graph constants, as in torch-xla.
+void set_special_scalars(bool enabled);
+bool special_scalars();
+void set_compile_cache_size(size_t graphs);
+size_t compile_cache_size();
+void set_data_cache_size(size_t entries);
+size_t data_cache_size();
+// "native": kernels are generated as C++, compiled by the system compiler and loaded (fast
+// kernels; the first compile of a kernel takes a fraction of a second, then it is cached on
+// disk). "interpreter": the same kernel programs run by a tile interpreter (no compiler needed).
+void set_kernel_compiler(const std::string& name);
+std::string kernel_compiler();
+// With debug on, every compile after the first explains itself on stderr.
+void set_debug(bool enabled);
+bool debug();
+
+// Why the most recent compile-cache miss happened: the nearest cached graph and the first
+// difference. Empty before the second compile.
+std::string last_recompile_reason();
+// Compiles per mark_step so far, in step order (index 0 is the first step).
+std::vector<int64_t> compiles_per_step();
+
+struct DeviceMemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes = 0;
+  int64_t allocations = 0;  // buffers allocated since start (or the last reset_peak)
+};
+DeviceMemoryStats device_memory_stats();
+void reset_peak_device_memory();
+
+// What the most recent mark_step launched, for tests and tools.
+struct StepStats {
+  int64_t step = 0;           // 1 for the first mark_step that launched anything
+  int64_t graph_nodes = 0;    // IR nodes in the graph (leaves included)
+  int64_t outputs = 0;        // tensors written
+  int64_t inputs = 0;         // device buffers read
+  int64_t scalar_args = 0;    // scalars passed as kernel arguments
+  int64_t kernels = 0;        // fused kernels (before merging into multi-tensor launches)
+  int64_t launches = 0;       // kernel launches
+  int64_t donated_buffers = 0;  // outputs written into the buffer of an input nothing else holds
+  bool cache_hit = false;
+};
+StepStats last_step_stats();
+
+// Number of compiled graphs and kernels currently cached in memory.
+size_t compile_cache_entries();
+size_t kernel_cache_entries();
+
+}  // namespace lt

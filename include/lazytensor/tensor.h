@@ -1,0 +1,166 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lazytensor/dtype.h"
+#include "lazytensor/shape.h"
+
+namespace lt {
+
+struct TensorImpl;
+
+// A cheap handle to a lazy tensor. An op records an IR node and returns at once; the value is
+// computed at the next mark_step() (or when it is read). Copying a Tensor copies the handle:
+// both copies name the same tensor, as two Python references to one torch.Tensor do.
+//
+// Ops follow PyTorch's names, argument order, broadcasting and floating-point type promotion.
+// In-place ops (trailing '_') rebind this tensor to the new value and return *this. A plain
+// number passed to an op (a scalar operand, `alpha`, `value`) goes through the scalar policy
+// (lt::set_scalar_policy): by default it is a kernel argument that never causes a recompile.
+//
+// Invalid arguments throw lt::Error at trace time and leave every tensor unchanged.
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: any op on it throws lt::Error
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  int dim() const { return shape().rank(); }
+  int64_t numel() const { return shape().numel(); }
+  // True while the tensor holds a recorded computation that has not been launched.
+  bool is_pending() const;
+
+  // Reading waits for the value (launching its computation first if it is still pending)
+  // and counts one TransferFromDevice. Values convert to the requested element type.
+  template <typename T = float>
+  std::vector<T> to_vector() const;
+  double item() const;  // the tensor must hold exactly one element
+
+  // Arithmetic. `alpha` scales `other`, as in torch.add(input, other, alpha=...).
+  Tensor add(const Tensor& other) const;
+  Tensor add(const Tensor& other, double alpha) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor sub(const Tensor& other, double alpha) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor pow(double exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor clamp(double min, double max) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  Tensor lerp(const Tensor& end, double weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor addcmul(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0) const;
+  Tensor addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0) const;
+
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+
+  // In place: the result must have this tensor's shape (broadcasting may not grow it) and
+  // is cast to this tensor's dtype.
+  Tensor& add_(const Tensor& other);
+  Tensor& add_(const Tensor& other, double alpha);
+  Tensor& add_(double other);
+  Tensor& sub_(const Tensor& other);
+  Tensor& sub_(const Tensor& other, double alpha);
+  Tensor& sub_(double other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double other);
+  Tensor& pow_(double exponent);
+  Tensor& clamp_(double min, double max);
+  Tensor& clamp_min_(double min);
+  Tensor& clamp_max_(double max);
+  Tensor& lerp_(const Tensor& end, double weight);
+  Tensor& lerp_(const Tensor& end, const Tensor& weight);
+  Tensor& addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0);
+  Tensor& addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0);
+  Tensor& neg_();
+  Tensor& abs_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& tanh_();
+  Tensor& sigmoid_();
+  Tensor& relu_();
+  Tensor& maximum_(const Tensor& other);
+  Tensor& minimum_(const Tensor& other);
+  Tensor& copy_(const Tensor& src);  // src broadcasts to this shape and casts to this dtype
+  Tensor& zero_();
+  Tensor& fill_(double value);
+
+  // Reductions over all elements (a rank-0 result), or over `dims` (negative dims count from
+  // the end) keeping reduced dims as size 1 when `keepdim`.
+  Tensor sum() const;
+  Tensor sum(const std::vector<int>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int>& dims, bool keepdim = false) const;
+  Tensor max() const;  // like torch.max(t) and torch.amax(t, dims)
+  Tensor max(const std::vector<int>& dims, bool keepdim = false) const;
+  Tensor norm() const;  // L2
+  Tensor norm(const std::vector<int>& dims, bool keepdim = false) const;
+
+  // For the engine.
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+extern template std::vector<float> Tensor::to_vector<float>() const;
+extern template std::vector<double> Tensor::to_vector<double>() const;
+
+// Factories. Data is copied into device memory owned by the device (asynchronously: the
+// vector may be reused as soon as the call returns).
+Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+Tensor ones(const Shape& shape, DType dtype = DType::f32);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+// Uniform on [0, 1) and standard normal; the same seed gives the same values everywhere.
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
+
+// Free-function forms, as in torch.*.
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+}  // namespace lt

@@ -1,0 +1,61 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "ir/graph.h"
+#include "lazytensor/runtime.h"
+
+namespace lt::backend {
+
+// A compiled graph. Backends derive their own; the executor sees only what it needs to
+// choose buffers for the outputs.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // For each graph output, the graph inputs whose buffers may receive it: same size, read
+  // only by the kernel that writes the output, at the element it writes. The executor picks
+  // one whose buffer nothing else holds (buffer donation).
+  std::vector<std::vector<int>> donation_candidates;
+  int64_t num_kernels = 0;
+  int64_t num_launches = 0;
+};
+
+struct ExecutionArgs {
+  int64_t step = 0;  // for error messages
+  std::vector<BufferPtr> inputs;   // one per graph input
+  std::vector<BufferPtr> outputs;  // one per graph output (possibly an input's buffer)
+  std::vector<double> scalars;     // one per graph scalar argument
+};
+
+// What the graph executor needs from a device, after LTC's BackendImplInterface. All device
+// work runs in order on one stream; calls return once the work is queued unless they say
+// they wait.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Throws lt::Error naming the request and the free memory when it cannot be satisfied.
+  virtual BufferPtr allocate(size_t bytes) = 0;
+  // Copies host bytes to dst. Asynchronous: the bytes are staged now and copied in stream
+  // order. Synchronous: also waits until the copy is done (and so for all work before it).
+  virtual void transfer_to_device(const BufferPtr& dst, const void* src, size_t bytes,
+                                  bool synchronous) = 0;
+  // Waits for src's value, then copies it to host memory. Throws if src failed.
+  virtual void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) = 0;
+
+  virtual std::shared_ptr<Executable> compile(const ir::Graph& graph) = 0;
+  virtual void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) = 0;
+  // Waits for all queued work; throws the first failure since the last call.
+  virtual void synchronize() = 0;
+
+  virtual DeviceMemoryStats memory_stats() const = 0;
+  virtual void reset_peak_memory() = 0;
+};
+
+Backend& default_backend();
+
+}  // namespace lt::backend

@@ -1,0 +1,183 @@
+// The CPU device: memory it owns (64-byte aligned, so kernels vectorize), one in-order stream
+// served by a worker thread, and kernels split across a pool of threads, one per core.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_executable.h"
+#include "backend/cpu/stream.h"
+#include "backend/cpu/thread_pool.h"
+#include "lazytensor/error.h"
+#include "metrics/metrics_registry.h"
+#include "runtime/config.h"
+
+namespace lt::backend::cpu {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr size_t kMaxQueuedTasks = 16;
+
+// Memory the OS can still give us, in bytes (MemAvailable).
+int64_t available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+}
+
+int thread_count() {
+  int n = runtime::config().num_threads;
+  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() : pool_(thread_count()), stream_(kMaxQueuedTasks) {}
+
+  std::string name() const override { return "cpu"; }
+
+  BufferPtr allocate(size_t bytes) override {
+    const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    // Overcommit would let a huge request "succeed" and fail later on first touch; ask first.
+    if (rounded > (size_t{64} << 20)) {
+      const int64_t free = available_memory();
+      if (static_cast<int64_t>(rounded) > free) throw_out_of_memory(bytes, free);
+    }
+    void* data = std::aligned_alloc(kAlignment, rounded);
+    if (!data) throw_out_of_memory(bytes, available_memory());
+    const int64_t in_use = bytes_in_use_.fetch_add(rounded) + static_cast<int64_t>(rounded);
+    int64_t peak = peak_bytes_.load();
+    while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
+    }
+    allocations_.fetch_add(1);
+    metrics::counter("DeviceAllocation").add();
+    return std::make_shared<Buffer>(data, bytes, [this, rounded](void* p, size_t) {
+      std::free(p);
+      bytes_in_use_.fetch_sub(static_cast<int64_t>(rounded));
+    });
+  }
+
+  void transfer_to_device(const BufferPtr& dst, const void* src, size_t bytes,
+                          bool synchronous) override {
+    static metrics::Timer& time = metrics::timer("TransferToDeviceTime");
+    metrics::ScopedTimer timer(time);
+    if (synchronous) {
+      static metrics::Counter& sync = metrics::counter("TransferToDeviceSync");
+      sync.add();
+      // The copy waits its turn behind all queued work, and the host waits for the copy:
+      // this is what a synchronous upload costs on a real device.
+      std::promise<void> done;
+      stream_.enqueue([&] {
+        std::memcpy(dst->data(), src, bytes);
+        done.set_value();
+      });
+      metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+      done.get_future().wait();
+      return;
+    }
+    static metrics::Counter& async = metrics::counter("TransferToDeviceAsync");
+    async.add();
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    stream_.enqueue([dst, staged] { std::memcpy(dst->data(), staged->data(), staged->size()); });
+  }
+
+  void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) override {
+    static metrics::Counter& count = metrics::counter("TransferFromDevice");
+    count.add();
+    std::promise<std::string> done;
+    stream_.enqueue([&] {
+      if (src->failed()) {
+        done.set_value(src->error());
+        return;
+      }
+      std::memcpy(dst, src->data(), bytes);
+      done.set_value(std::string());
+    });
+    std::string error;
+    {
+      metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+      error = done.get_future().get();
+    }
+    if (!error.empty()) throw Error(error);
+  }
+
+  std::shared_ptr<Executable> compile(const ir::Graph& graph) override {
+    return build_executable(graph);
+  }
+
+  void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) override {
+    static metrics::Counter& executions = metrics::counter("ExecuteComputation");
+    static metrics::Counter& launches = metrics::counter("KernelLaunch");
+    executions.add();
+    launches.add(executable->num_launches);
+    auto exe = std::static_pointer_cast<CpuExecutable>(std::move(executable));
+    stream_.enqueue([this, exe, args = std::move(args)] {
+      static metrics::Timer& time = metrics::timer("ExecuteTime");
+      metrics::ScopedTimer timer(time);
+      try {
+        for (const BufferPtr& input : args.inputs) {
+          if (input->failed()) throw Error("an input failed: " + input->error());
+        }
+        run_executable(*exe, args, pool_, [this](size_t bytes) { return allocate(bytes); });
+      } catch (const std::exception& e) {
+        const std::string message = "step " + std::to_string(args.step) + " failed: " + e.what();
+        for (const BufferPtr& output : args.outputs) output->set_error(message);
+        stream_.record_failure(message);
+      }
+    });
+  }
+
+  void synchronize() override {
+    stream_.synchronize();
+    std::string failure = stream_.take_failure();
+    if (!failure.empty()) throw Error("wait_device_ops: " + failure);
+  }
+
+  DeviceMemoryStats memory_stats() const override {
+    return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
+  }
+
+  void reset_peak_memory() override {
+    peak_bytes_.store(bytes_in_use_.load());
+    allocations_.store(0);
+  }
+
+ private:
+  [[noreturn]] static void throw_out_of_memory(size_t bytes, int64_t free) {
+    throw Error("allocate: cannot allocate " + std::to_string(bytes) + " bytes of device memory (" +
+                std::to_string(free) + " bytes free)");
+  }
+
+  std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
+  ThreadPool pool_;
+  Stream stream_;  // declared last: destroyed first, so queued work finishes while all is alive
+};
+
+}  // namespace
+
+}  // namespace lt::backend::cpu
+
+namespace lt::backend {
+
+Backend& default_backend() {
+  // Never destroyed: tensors in static storage may release buffers during exit.
+  static Backend* backend = new cpu::CpuBackend();
+  return *backend;
+}
+
+}  // namespace lt::backend

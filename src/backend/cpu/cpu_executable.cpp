@@ -1,0 +1,461 @@
+#include "backend/cpu/cpu_executable.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "compiler/kernel_program.h"
+
+namespace lt::backend::cpu {
+
+namespace {
+
+using compiler::ReduceKind;
+
+// Elements per work unit: big enough to amortize dispatch, small enough to balance cores.
+constexpr int64_t kUnitElements = int64_t{1} << 16;
+// Elements per gathered tile: the tile buffers of all inputs stay in L1/L2.
+constexpr int64_t kTileElements = 1024;
+
+void contiguous_strides(const Shape& shape, int64_t* strides) {
+  int64_t stride = 1;
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    strides[d] = shape[d] == 1 ? 0 : stride;
+    stride *= shape[d];
+  }
+}
+
+// Strides of `input` broadcast over `space` (right-aligned, as in PyTorch).
+void broadcast_strides(const Shape& input, const Shape& space, int64_t* strides) {
+  int64_t own[Shape::kMaxRank];
+  contiguous_strides(input, own);
+  const int offset = space.rank() - input.rank();
+  for (int d = 0; d < space.rank(); ++d) {
+    const int e = d - offset;
+    strides[d] = (e < 0 || input[e] == 1) ? 0 : own[e];
+  }
+}
+
+// Orders dims (kept first for reductions), drops size-1 dims and merges neighbours that every
+// input walks contiguously. Returns the number of leading kept dims.
+int arrange_space(const Shape& space, uint32_t reduce_mask, Instance& inst,
+                  std::vector<std::array<int64_t, Shape::kMaxRank>>& strides) {
+  std::vector<int> order;
+  for (int d = 0; d < space.rank(); ++d) {
+    if (!(reduce_mask >> d & 1)) order.push_back(d);
+  }
+  const int kept_all = static_cast<int>(order.size());
+  for (int d = 0; d < space.rank(); ++d) {
+    if (reduce_mask >> d & 1) order.push_back(d);
+  }
+  int rank = 0, kept = 0;
+  int64_t sizes[Shape::kMaxRank];
+  std::vector<std::array<int64_t, Shape::kMaxRank>> out(strides.size());
+  for (int k = 0; k < static_cast<int>(order.size()); ++k) {
+    const int d = order[k];
+    const bool is_kept = k < kept_all;
+    if (space[d] == 1) continue;
+    const bool same_group = rank > 0 && (is_kept == (rank <= kept));
+    bool mergeable = same_group;
+    for (size_t i = 0; mergeable && i < strides.size(); ++i) {
+      mergeable = out[i][rank - 1] == strides[i][d] * space[d];
+    }
+    if (mergeable) {
+      sizes[rank - 1] *= space[d];
+      for (size_t i = 0; i < strides.size(); ++i) out[i][rank - 1] = strides[i][d];
+    } else {
+      sizes[rank] = space[d];
+      for (size_t i = 0; i < strides.size(); ++i) out[i][rank] = strides[i][d];
+      ++rank;
+      if (is_kept) kept = rank;
+    }
+  }
+  inst.rank = rank;
+  std::copy(sizes, sizes + rank, inst.sizes);
+  strides = std::move(out);
+  return kept;
+}
+
+template <size_t N>
+struct Element {
+  unsigned char bytes[N];
+};
+
+template <size_t N>
+void gather_typed(const InputAccess& in, const Instance& inst, const void* base, int64_t start,
+                  int64_t count, void* dst_void) {
+  using E = Element<N>;
+  const E* src = static_cast<const E*>(base);
+  E* dst = static_cast<E*>(dst_void);
+  const int rank = inst.rank;
+  if (rank == 0) {
+    for (int64_t i = 0; i < count; ++i) dst[i] = src[0];
+    return;
+  }
+  int64_t idx[Shape::kMaxRank];
+  int64_t offset = 0, rest = start;
+  for (int d = rank - 1; d >= 0; --d) {
+    idx[d] = rest % inst.sizes[d];
+    rest /= inst.sizes[d];
+    offset += idx[d] * in.strides[d];
+  }
+  const int last = rank - 1;
+  const int64_t inner_stride = in.strides[last];
+  while (count > 0) {
+    const int64_t run = std::min(count, inst.sizes[last] - idx[last]);
+    if (inner_stride == 0) {
+      const E value = src[offset];
+      for (int64_t i = 0; i < run; ++i) dst[i] = value;
+    } else if (inner_stride == 1) {
+      std::memcpy(dst, src + offset, run * N);
+    } else {
+      for (int64_t i = 0; i < run; ++i) dst[i] = src[offset + i * inner_stride];
+    }
+    dst += run;
+    count -= run;
+    idx[last] += run;
+    offset += run * inner_stride;
+    for (int d = last; d > 0 && idx[d] == inst.sizes[d]; --d) {
+      offset -= idx[d] * in.strides[d];
+      idx[d] = 0;
+      ++idx[d - 1];
+      offset += in.strides[d - 1];
+    }
+  }
+}
+
+void gather(const InputAccess& in, const Instance& inst, const void* base, size_t elem_size,
+            int64_t start, int64_t count, void* dst) {
+  if (elem_size == 4) {
+    gather_typed<4>(in, inst, base, start, count, dst);
+  } else {
+    gather_typed<8>(in, inst, base, start, count, dst);
+  }
+}
+
+// Folds `n` values into `acc` the way the reduction needs.
+template <class T>
+double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
+  switch (kind) {
+    case ReduceKind::Max:
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = values[i];
+        acc = (v != v || v > acc) ? v : acc;  // NaN sticks
+      }
+      return acc;
+    case ReduceKind::Norm:
+      for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(values[i]) * values[i];
+      return acc;
+    default:
+      for (int64_t i = 0; i < n; ++i) acc += values[i];
+      return acc;
+  }
+}
+
+double reduce_init(ReduceKind kind) {
+  return kind == ReduceKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+}
+
+double combine(ReduceKind kind, double a, double b) {
+  if (kind != ReduceKind::Max) return a + b;
+  return (b != b || b > a) ? b : a;
+}
+
+double finalize(ReduceKind kind, double acc, int64_t count) {
+  switch (kind) {
+    case ReduceKind::Mean: return acc / static_cast<double>(count);
+    case ReduceKind::Norm: return std::sqrt(acc);
+    default: return acc;
+  }
+}
+
+void store(DType dtype, void* base, int64_t index, double value) {
+  if (dtype == DType::f32) {
+    static_cast<float*>(base)[index] = static_cast<float>(value);
+  } else {
+    static_cast<double*>(base)[index] = value;
+  }
+}
+
+// Per-thread scratch, grown once and reused: no allocation per tile.
+struct Scratch {
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  std::vector<double> tiles;  // kTileElements doubles per gathered input, then one for results
+};
+
+
+void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void*>& slots,
+              const double* scalars, std::vector<double>& partials, Scratch& scratch) {
+  const Instance& inst = launch.instances[unit.instance];
+  const size_t num_in = inst.inputs.size();
+  scratch.inputs.resize(num_in);
+  scratch.outputs.resize(std::max<size_t>(1, inst.output_slots.size()));
+  if (scratch.tiles.size() < (num_in + 1) * kTileElements) {
+    scratch.tiles.resize((num_in + 1) * kTileElements);
+  }
+  // Points input i at linear iteration positions [pos, pos + n), gathering if needed.
+  auto bind_inputs = [&](int64_t pos, int64_t n) {
+    for (size_t i = 0; i < num_in; ++i) {
+      const InputAccess& in = inst.inputs[i];
+      const char* base = static_cast<const char*>(slots[in.slot]);
+      if (in.direct) {
+        scratch.inputs[i] = base + pos * in.elem_size;
+      } else {
+        double* tile = scratch.tiles.data() + i * kTileElements;
+        gather(in, inst, base, in.elem_size, pos, n, tile);
+        scratch.inputs[i] = tile;
+      }
+    }
+  };
+
+  if (launch.reduce == ReduceKind::None) {
+    const int64_t step = inst.all_direct ? unit.end - unit.begin : kTileElements;
+    for (int64_t pos = unit.begin; pos < unit.end; pos += step) {
+      const int64_t n = std::min(step, unit.end - pos);
+      bind_inputs(pos, n);
+      for (size_t o = 0; o < inst.output_slots.size(); ++o) {
+        scratch.outputs[o] = static_cast<char*>(slots[inst.output_slots[o]]) + pos * inst.output_sizes[o];
+      }
+      launch.kernel->run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
+    }
+    return;
+  }
+
+  double* values = scratch.tiles.data() + num_in * kTileElements;
+  scratch.outputs[0] = values;
+  // Folds the iteration positions [first, last) of one output element.
+  auto fold_range = [&](int64_t first, int64_t last, double acc) {
+    for (int64_t pos = first; pos < last; pos += kTileElements) {
+      const int64_t n = std::min(kTileElements, last - pos);
+      bind_inputs(pos, n);
+      launch.kernel->run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
+      acc = launch.dtype == DType::f32
+                ? fold(launch.reduce, reinterpret_cast<const float*>(values), n, acc)
+                : fold(launch.reduce, values, n, acc);
+    }
+    return acc;
+  };
+  if (unit.partial >= 0) {
+    partials[unit.partial] = fold_range(unit.begin, unit.end, reduce_init(launch.reduce));
+    return;
+  }
+  void* out = slots[inst.output_slots[0]];
+  for (int64_t o = unit.begin; o < unit.end; ++o) {
+    const double acc = fold_range(o * inst.inner, (o + 1) * inst.inner, reduce_init(launch.reduce));
+    store(launch.dtype, out, o, finalize(launch.reduce, acc, inst.inner));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
+  auto exe = std::make_shared<CpuExecutable>();
+  std::vector<compiler::Kernel> kernels = compiler::partition(graph);
+  exe->num_kernels = static_cast<int64_t>(kernels.size());
+
+  // Slots: graph inputs, graph outputs, then every other node a kernel materializes.
+  std::unordered_map<uint32_t, int> slot_of;
+  exe->num_inputs = static_cast<int>(graph.inputs.size());
+  exe->num_outputs = static_cast<int>(graph.outputs.size());
+  for (size_t i = 0; i < graph.inputs.size(); ++i) slot_of[graph.inputs[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    slot_of[graph.outputs[i]] = exe->num_inputs + static_cast<int>(i);
+  }
+  auto slot_for = [&](uint32_t node) {
+    auto it = slot_of.find(node);
+    if (it != slot_of.end()) return it->second;
+    const ir::Node& n = *graph.nodes[node];
+    int slot = exe->num_inputs + exe->num_outputs + static_cast<int>(exe->temp_bytes.size());
+    exe->temp_bytes.push_back(n.shape.numel() * dtype_size(n.dtype));
+    slot_of[node] = slot;
+    return slot;
+  };
+
+  // Horizontal fusion: kernels of one level with the same program share a launch.
+  std::vector<std::string> keys;
+  std::vector<const compiler::KernelProgram*> programs;
+  std::map<std::pair<int, std::string>, size_t> launch_of;
+  std::vector<std::vector<size_t>> launch_kernels;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    auto key = std::make_pair(kernels[k].level, kernels[k].program.key());
+    auto [it, fresh] = launch_of.emplace(key, launch_kernels.size());
+    if (fresh) {
+      launch_kernels.emplace_back();
+      programs.push_back(&kernels[k].program);
+    }
+    launch_kernels[it->second].push_back(k);
+  }
+  // Launch order follows the first kernel of each launch, which respects levels.
+  std::vector<std::shared_ptr<const compiler::CompiledKernel>> compiled =
+      compiler::get_kernels(programs);
+
+  std::vector<int> reads(exe->num_inputs, 0);
+  struct Writer {
+    size_t launch, instance;
+  };
+  std::unordered_map<int, Writer> writer_of;  // output slot -> who writes it
+
+  for (size_t l = 0; l < launch_kernels.size(); ++l) {
+    Launch launch;
+    launch.kernel = compiled[l];
+    const compiler::Kernel& first = kernels[launch_kernels[l][0]];
+    launch.reduce = first.program.reduce;
+    launch.num_scalars = first.program.num_scalars;
+    launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
+    for (size_t k : launch_kernels[l]) {
+      const compiler::Kernel& kernel = kernels[k];
+      Instance inst;
+      const Shape& space = kernel.iteration_shape;
+      std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
+      for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
+        broadcast_strides(graph.nodes[kernel.input_nodes[i]]->shape, space, strides[i].data());
+      }
+      const int kept = arrange_space(space, kernel.reduce_mask, inst, strides);
+      inst.numel = space.numel();
+      if (launch.reduce != ReduceKind::None) {
+        inst.outer = 1;
+        for (int d = 0; d < kept; ++d) inst.outer *= inst.sizes[d];
+        inst.inner = 1;
+        for (int d = kept; d < inst.rank; ++d) inst.inner *= inst.sizes[d];
+        if (inst.numel == 0) {
+          // Only the outputs' count matters: each is the empty fold.
+          inst.outer = graph.nodes[kernel.output_nodes[0]]->shape.numel();
+          inst.inner = 0;
+        }
+      }
+      int64_t contiguous[Shape::kMaxRank];
+      for (int64_t d = inst.rank - 1, stride = 1; d >= 0; --d) {
+        contiguous[d] = stride;
+        stride *= inst.sizes[d];
+      }
+      for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
+        InputAccess access;
+        access.slot = slot_for(kernel.input_nodes[i]);
+        access.elem_size = dtype_size(graph.nodes[kernel.input_nodes[i]]->dtype);
+        std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
+        access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
+        inst.all_direct = inst.all_direct && access.direct;
+        if (access.slot < exe->num_inputs) ++reads[access.slot];
+        inst.inputs.push_back(access);
+      }
+      for (uint32_t node : kernel.output_nodes) {
+        int slot = slot_for(node);
+        inst.output_slots.push_back(slot);
+        inst.output_sizes.push_back(dtype_size(graph.nodes[node]->dtype));
+        writer_of[slot] = {exe->launches.size(), launch.instances.size()};
+      }
+      for (uint32_t node : kernel.scalar_nodes) {
+        inst.scalar_args.push_back(graph.nodes[node]->visit_index);
+      }
+      launch.instances.push_back(std::move(inst));
+    }
+    // Work units over every instance, so one launch keeps all cores busy.
+    for (uint32_t i = 0; i < launch.instances.size(); ++i) {
+      const Instance& inst = launch.instances[i];
+      if (launch.reduce == ReduceKind::None) {
+        for (int64_t b = 0; b < inst.numel; b += kUnitElements) {
+          launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
+        }
+      } else if (inst.outer == 1 && inst.inner > kUnitElements) {
+        for (int64_t b = 0; b < inst.inner; b += kUnitElements) {
+          launch.units.push_back({i, b, std::min(inst.inner, b + kUnitElements), launch.num_partials++});
+        }
+      } else {
+        const int64_t per_unit = std::max<int64_t>(1, kUnitElements / std::max<int64_t>(1, inst.inner));
+        for (int64_t b = 0; b < inst.outer; b += per_unit) {
+          launch.units.push_back({i, b, std::min(inst.outer, b + per_unit)});
+        }
+      }
+    }
+    exe->launches.push_back(std::move(launch));
+  }
+  exe->num_launches = static_cast<int64_t>(exe->launches.size());
+
+  // Scalar arguments are referenced by position in graph.scalars, not by node index.
+  std::unordered_map<uint32_t, uint32_t> scalar_position;
+  for (size_t i = 0; i < graph.scalars.size(); ++i) {
+    scalar_position[graph.scalars[i]] = static_cast<uint32_t>(i);
+  }
+  for (Launch& launch : exe->launches) {
+    for (Instance& inst : launch.instances) {
+      for (uint32_t& arg : inst.scalar_args) arg = scalar_position.at(graph.nodes[arg]->visit_index);
+    }
+  }
+
+  // Donation: an input buffer can take an output when only the output's own kernel reads it,
+  // element for element.
+  exe->donation_candidates.resize(exe->num_outputs);
+  for (int o = 0; o < exe->num_outputs; ++o) {
+    const ir::Node& out = *graph.nodes[graph.outputs[o]];
+    auto it = writer_of.find(exe->num_inputs + o);
+    if (it == writer_of.end()) continue;
+    const Launch& launch = exe->launches[it->second.launch];
+    if (launch.reduce != ReduceKind::None) continue;
+    const Instance& inst = launch.instances[it->second.instance];
+    for (const InputAccess& access : inst.inputs) {
+      if (access.slot >= exe->num_inputs || reads[access.slot] != 1 || !access.direct) continue;
+      const ir::Node& in = *graph.nodes[graph.inputs[access.slot]];
+      if (in.dtype == out.dtype && in.shape.numel() == out.shape.numel()) {
+        exe->donation_candidates[o].push_back(access.slot);
+      }
+    }
+  }
+  return exe;
+}
+
+void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadPool& pool,
+                    const std::function<BufferPtr(size_t)>& allocate) {
+  std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_bytes.size());
+  for (int i = 0; i < exe.num_inputs; ++i) slots[i] = args.inputs[i]->data();
+  for (int i = 0; i < exe.num_outputs; ++i) slots[exe.num_inputs + i] = args.outputs[i]->data();
+  std::vector<BufferPtr> temps;
+  for (size_t t = 0; t < exe.temp_bytes.size(); ++t) {
+    temps.push_back(allocate(exe.temp_bytes[t]));
+    slots[exe.num_inputs + exe.num_outputs + t] = temps.back()->data();
+  }
+
+  std::vector<double> scalars;
+  std::vector<double> partials;
+  for (const Launch& launch : exe.launches) {
+    // Each instance's scalar arguments, gathered once per launch.
+    const size_t ns = static_cast<size_t>(launch.num_scalars);
+    scalars.resize(launch.instances.size() * ns);
+    for (size_t i = 0; i < launch.instances.size(); ++i) {
+      for (size_t s = 0; s < ns; ++s) {
+        scalars[i * ns + s] = args.scalars[launch.instances[i].scalar_args[s]];
+      }
+    }
+    partials.assign(launch.num_partials, 0.0);
+    std::atomic<size_t> next{0};
+    pool.run([&](int) {
+      thread_local Scratch scratch;
+      for (size_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < launch.units.size();) {
+        run_unit(launch, launch.units[u], slots, scalars.data() + launch.units[u].instance * ns,
+                 partials, scratch);
+      }
+    });
+    // Split reductions: combine the partial folds in a fixed order (deterministic results).
+    if (launch.num_partials > 0) {
+      std::vector<double> acc(launch.instances.size(), reduce_init(launch.reduce));
+      std::vector<char> split(launch.instances.size(), 0);
+      for (const WorkUnit& unit : launch.units) {
+        if (unit.partial < 0) continue;
+        split[unit.instance] = 1;
+        acc[unit.instance] = combine(launch.reduce, acc[unit.instance], partials[unit.partial]);
+      }
+      for (size_t i = 0; i < launch.instances.size(); ++i) {
+        if (!split[i]) continue;
+        const Instance& inst = launch.instances[i];
+        store(launch.dtype, slots[inst.output_slots[0]], 0,
+              finalize(launch.reduce, acc[i], inst.inner));
+      }
+    }
+  }
+}
+
+}  // namespace lt::backend::cpu

@@ -1,0 +1,73 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+#include "compiler/compiled_kernel.h"
+#include "compiler/fusion.h"
+
+namespace lt::backend::cpu {
+
+// How one kernel instance reads one input: straight from the buffer (it is laid out like the
+// iteration space) or gathered tile by tile through broadcast strides.
+struct InputAccess {
+  int slot = 0;
+  bool direct = false;
+  size_t elem_size = 4;
+  int64_t strides[Shape::kMaxRank] = {};  // in elements, over the iteration space
+};
+
+// One kernel applied to one set of tensors. The iteration space is collapsed (adjacent dims
+// merged where every input allows) and, for reductions, ordered kept dims first, so that an
+// output element folds one contiguous run of the linear iteration index.
+struct Instance {
+  std::vector<InputAccess> inputs;
+  std::vector<int> output_slots;
+  std::vector<size_t> output_sizes;  // element sizes
+  std::vector<uint32_t> scalar_args;  // indices into the step's scalar arguments
+  int rank = 0;
+  int64_t sizes[Shape::kMaxRank] = {};
+  int64_t numel = 0;
+  int64_t outer = 1;  // reductions: output elements
+  int64_t inner = 0;  // reductions: elements folded into each
+  bool all_direct = true;
+};
+
+// A range of one instance's work: elements (elementwise), output elements (reductions with
+// several outputs) or folded elements of the single output (partial = its partial sum).
+struct WorkUnit {
+  uint32_t instance;
+  int64_t begin, end;
+  int32_t partial = -1;
+};
+
+// One kernel launch: the same compiled program over one or many instances (multi-tensor).
+struct Launch {
+  std::shared_ptr<const compiler::CompiledKernel> kernel;
+  compiler::ReduceKind reduce = compiler::ReduceKind::None;
+  DType dtype = DType::f32;  // reductions: the folded element type
+  std::vector<Instance> instances;
+  std::vector<WorkUnit> units;
+  int num_partials = 0;
+  int num_scalars = 0;
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  // Buffer slots: graph inputs, then graph outputs, then temporaries.
+  int num_inputs = 0;
+  int num_outputs = 0;
+  std::vector<size_t> temp_bytes;
+  std::vector<Launch> launches;
+};
+
+std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph);
+
+// Runs every launch in order on the pool. `allocate` provides temporaries.
+void run_executable(const CpuExecutable& executable, const ExecutionArgs& args, ThreadPool& pool,
+                    const std::function<BufferPtr(size_t)>& allocate);
+
+}  // namespace lt::backend::cpu

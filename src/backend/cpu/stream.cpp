@@ -1,0 +1,66 @@
+#include "backend/cpu/stream.h"
+
+#include "metrics/metrics_registry.h"
+
+namespace lt::backend::cpu {
+
+Stream::Stream(size_t max_queued) : max_queued_(max_queued), worker_([this] { loop(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  worker_.join();
+}
+
+void Stream::enqueue(std::function<void()> task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (queue_.size() >= max_queued_) {
+    metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+    space_cv_.wait(lock, [&] { return queue_.size() < max_queued_; });
+  }
+  queue_.push_back(std::move(task));
+  ++enqueued_;
+  work_cv_.notify_one();
+}
+
+void Stream::synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  if (completed_ >= target) return;
+  metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+  space_cv_.wait(lock, [&] { return completed_ >= target; });
+}
+
+void Stream::record_failure(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.empty()) failure_ = message;
+}
+
+std::string Stream::take_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string failure;
+  failure.swap(failure_);
+  return failure;
+}
+
+void Stream::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to run
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
+    space_cv_.notify_all();
+    lock.unlock();
+    task();  // tasks catch their own errors and report them through record_failure
+    task = nullptr;  // release captured buffers before reporting completion
+    lock.lock();
+    ++completed_;
+    space_cv_.notify_all();
+  }
+}
+
+}  // namespace lt::backend::cpu

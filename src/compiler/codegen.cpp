@@ -1,0 +1,93 @@
+// Emits C++ for kernel programs. The loop body is the program's straight-line code over
+// registers; the prelude's functors are the same ones the interpreter runs.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "compiler/compiled_kernel.h"
+
+namespace lt::compiler {
+
+extern const char* const kKernelPrelude;  // kernel_prelude.h with op_table.def inlined
+
+namespace {
+
+const char* c_type(DType dtype) { return dtype == DType::f64 ? "double" : "float"; }
+
+std::string literal(double value) {
+  if (std::isnan(value)) return "__builtin_nan(\"\")";
+  if (std::isinf(value)) return value > 0 ? "__builtin_inf()" : "-__builtin_inf()";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", value);  // exact
+  return buf;
+}
+
+std::string reg(int32_t r) { return "r" + std::to_string(r); }
+
+void emit_function(const KernelProgram& program, const std::string& symbol, std::string& out) {
+  out += "extern \"C\" void " + symbol +
+         "(const void* const* in, void* const* out, const double* s, long n) {\n";
+  for (int k = 0; k < program.num_inputs(); ++k) {
+    const char* t = c_type(program.input_dtypes[k]);
+    out += "  const " + std::string(t) + "* in" + std::to_string(k) + " = static_cast<const " + t +
+           "*>(in[" + std::to_string(k) + "]);\n";
+  }
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    const char* t = c_type(program.instrs[program.outputs[k]].dtype);
+    out += "  " + std::string(t) + "* out" + std::to_string(k) + " = static_cast<" + t + "*>(out[" +
+           std::to_string(k) + "]);\n";
+  }
+  // Scalars and constants are loop-invariant: hoist them.
+  std::string body;
+  for (size_t r = 0; r < program.instrs.size(); ++r) {
+    const Instr& instr = program.instrs[r];
+    const std::string decl = "const " + std::string(c_type(instr.dtype)) + " " +
+                             reg(static_cast<int32_t>(r)) + " = ";
+    switch (instr.kind) {
+      case InstrKind::Scalar:
+        out += "  " + decl + "static_cast<" + c_type(instr.dtype) + ">(s[" +
+               std::to_string(instr.index) + "]);\n";
+        break;
+      case InstrKind::Constant:
+        out += "  " + decl + "static_cast<" + c_type(instr.dtype) + ">(" + literal(instr.constant) +
+               ");\n";
+        break;
+      case InstrKind::Input:
+        body += "    " + decl + "in" + std::to_string(instr.index) + "[i];\n";
+        break;
+      case InstrKind::Op: {
+        if (instr.op == ir::OpKind::Cast) {
+          body += "    " + decl + "static_cast<" + c_type(instr.dtype) + ">(" + reg(instr.args[0]) +
+                  ");\n";
+          break;
+        }
+        std::string call = "lt_kernel::" + std::string(ir::op_info(instr.op).name) + "Fn{}(";
+        for (int a = 0; a < 3 && instr.args[a] >= 0; ++a) {
+          call += (a ? ", " : "") + reg(instr.args[a]);
+        }
+        body += "    " + decl + call + ");\n";
+        break;
+      }
+    }
+  }
+  // Every input element is loaded before any output element is stored, so in-place updates
+  // (an output that is an input's array, at the same index) are safe; ivdep tells the
+  // vectorizer there is no dependence between iterations, which is true for any such aliasing.
+  out += "#pragma GCC ivdep\n  for (long i = 0; i < n; ++i) {\n" + body;
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    out += "    out" + std::to_string(k) + "[i] = " + reg(program.outputs[k]) + ";\n";
+  }
+  out += "  }\n}\n";
+}
+
+}  // namespace
+
+std::string generate_source(const std::vector<const KernelProgram*>& programs,
+                            const std::vector<std::string>& symbols) {
+  std::string out = kKernelPrelude;
+  out += "\n";
+  for (size_t i = 0; i < programs.size(); ++i) emit_function(*programs[i], symbols[i], out);
+  return out;
+}
+
+}  // namespace lt::compiler

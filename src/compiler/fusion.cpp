@@ -1,0 +1,220 @@
+#include "compiler/fusion.h"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+namespace lt::compiler {
+
+namespace {
+
+struct UnionFind {
+  std::vector<uint32_t> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  uint32_t find(uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+  void unite(uint32_t a, uint32_t b) { parent[find(a)] = find(b); }
+};
+
+ReduceKind reduce_kind(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::Sum: return ReduceKind::Sum;
+    case ir::OpKind::Mean: return ReduceKind::Mean;
+    case ir::OpKind::Max: return ReduceKind::Max;
+    case ir::OpKind::Norm: return ReduceKind::Norm;
+    default: return ReduceKind::None;
+  }
+}
+
+// Emits the program for `members` (node indices in topological order); operands outside the
+// set become inputs, scalar arguments or constants.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const ir::Graph& graph, Kernel& kernel) : graph_(graph), kernel_(kernel) {}
+
+  int32_t reg_for(uint32_t index) {
+    auto it = regs_.find(index);
+    if (it != regs_.end()) return it->second;
+    const ir::Node& node = *graph_.nodes[index];
+    Instr instr;
+    instr.dtype = node.dtype;
+    if (node.op == ir::OpKind::Scalar) {
+      instr.kind = InstrKind::Scalar;
+      instr.index = kernel_.program.num_scalars++;
+      kernel_.scalar_nodes.push_back(index);
+    } else if (node.op == ir::OpKind::Constant) {
+      instr.kind = InstrKind::Constant;
+      instr.constant = node.value;
+    } else {
+      instr.kind = InstrKind::Input;
+      instr.index = kernel_.program.num_inputs();
+      kernel_.program.input_dtypes.push_back(node.dtype);
+      kernel_.input_nodes.push_back(index);
+    }
+    return add(index, instr);
+  }
+
+  void emit(uint32_t index) {
+    const ir::Node& node = *graph_.nodes[index];
+    Instr instr;
+    instr.kind = InstrKind::Op;
+    instr.op = node.op;
+    instr.dtype = node.dtype;
+    for (int i = 0; i < node.num_operands; ++i) {
+      instr.args[i] = reg_for(node.operands[i]->visit_index);
+    }
+    add(index, instr);
+  }
+
+ private:
+  int32_t add(uint32_t index, const Instr& instr) {
+    auto reg = static_cast<int32_t>(kernel_.program.instrs.size());
+    kernel_.program.instrs.push_back(instr);
+    regs_.emplace(index, reg);
+    return reg;
+  }
+
+  const ir::Graph& graph_;
+  Kernel& kernel_;
+  std::unordered_map<uint32_t, int32_t> regs_;
+};
+
+}  // namespace
+
+std::vector<Kernel> partition(const ir::Graph& graph) {
+  const auto& nodes = graph.nodes;
+  const size_t n = nodes.size();
+  std::vector<std::vector<uint32_t>> users(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    for (int k = 0; k < nodes[i]->num_operands; ++k) {
+      users[nodes[i]->operands[k]->visit_index].push_back(i);
+    }
+  }
+  std::vector<char> is_output(n, 0);
+  for (uint32_t out : graph.outputs) is_output[out] = 1;
+  auto elementwise = [&](uint32_t i) { return ir::is_elementwise(nodes[i]->op); };
+  auto reduction = [&](uint32_t i) { return ir::is_reduction(nodes[i]->op); };
+  auto same_shape = [&](uint32_t a, uint32_t b) { return nodes[a]->shape == nodes[b]->shape; };
+
+  // Elementwise nodes read only by reductions (directly or through other such nodes of the
+  // same shape) are recomputed inside the reductions instead of being written out.
+  std::vector<char> folded(n, 0);
+  for (size_t r = n; r-- > 0;) {
+    auto i = static_cast<uint32_t>(r);
+    if (!elementwise(i) || is_output[i] || users[i].empty()) continue;
+    folded[i] = std::all_of(users[i].begin(), users[i].end(), [&](uint32_t u) {
+      return reduction(u) || (folded[u] && same_shape(i, u));
+    });
+  }
+
+  // Levels, assigned from the outputs backwards: a fusible edge keeps the level, an edge that
+  // needs the producer in memory raises it by one.
+  std::vector<int> level(n, 0);
+  auto fusible = [&](uint32_t producer, uint32_t user) {
+    if (folded[producer]) return true;  // all its users are reductions or folded nodes
+    return elementwise(producer) && elementwise(user) && !folded[user] &&
+           same_shape(producer, user);
+  };
+  for (size_t r = n; r-- > 0;) {
+    auto i = static_cast<uint32_t>(r);
+    if (ir::is_leaf(nodes[i]->op)) continue;
+    for (uint32_t u : users[i]) {
+      level[i] = std::max(level[i], level[u] + (fusible(i, u) ? 0 : 1));
+    }
+  }
+
+  UnionFind groups(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!elementwise(i) || folded[i]) continue;
+    for (int k = 0; k < nodes[i]->num_operands; ++k) {
+      uint32_t p = nodes[i]->operands[k]->visit_index;
+      if (elementwise(p) && !folded[p] && same_shape(p, i) && level[p] == level[i]) {
+        groups.unite(p, i);
+      }
+    }
+  }
+
+  std::vector<Kernel> kernels;
+  std::vector<uint32_t> first_node;  // for ordering kernels of one level
+
+  // Elementwise kernels: one per group, members in topological order.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> members;
+  std::vector<uint32_t> group_order;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!elementwise(i) || folded[i]) continue;
+    auto& list = members[groups.find(i)];
+    if (list.empty()) group_order.push_back(groups.find(i));
+    list.push_back(i);
+  }
+  for (uint32_t root : group_order) {
+    const auto& list = members[root];
+    Kernel kernel;
+    kernel.iteration_shape = nodes[list.front()]->shape;
+    kernel.level = level[list.front()];
+    ProgramBuilder builder(graph, kernel);
+    for (uint32_t i : list) builder.emit(i);
+    for (uint32_t i : list) {
+      bool needed_outside =
+          is_output[i] || std::any_of(users[i].begin(), users[i].end(), [&](uint32_t u) {
+            return folded[u] || !elementwise(u) || groups.find(u) != root;
+          });
+      if (needed_outside) {
+        kernel.program.outputs.push_back(builder.reg_for(i));
+        kernel.output_nodes.push_back(i);
+      }
+    }
+    first_node.push_back(list.front());
+    kernels.push_back(std::move(kernel));
+  }
+
+  // Reduction kernels, each with its folded producers.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!reduction(i)) continue;
+    const ir::Node& node = *nodes[i];
+    uint32_t operand = node.operands[0]->visit_index;
+    std::vector<uint32_t> producers;
+    std::vector<uint32_t> stack;
+    if (folded[operand]) stack.push_back(operand);
+    while (!stack.empty()) {
+      uint32_t p = stack.back();
+      stack.pop_back();
+      if (std::find(producers.begin(), producers.end(), p) != producers.end()) continue;
+      producers.push_back(p);
+      for (int k = 0; k < nodes[p]->num_operands; ++k) {
+        uint32_t q = nodes[p]->operands[k]->visit_index;
+        if (folded[q] && same_shape(p, q)) stack.push_back(q);
+      }
+    }
+    std::sort(producers.begin(), producers.end());
+    Kernel kernel;
+    kernel.iteration_shape = nodes[operand]->shape;
+    kernel.reduce_mask = node.reduce_mask;
+    kernel.level = level[i];
+    kernel.program.reduce = reduce_kind(node.op);
+    ProgramBuilder builder(graph, kernel);
+    for (uint32_t p : producers) builder.emit(p);
+    kernel.program.outputs.push_back(builder.reg_for(operand));
+    kernel.output_nodes.push_back(i);
+    first_node.push_back(i);
+    kernels.push_back(std::move(kernel));
+  }
+
+  std::vector<size_t> order(kernels.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (kernels[a].level != kernels[b].level) return kernels[a].level > kernels[b].level;
+    return first_node[a] < first_node[b];
+  });
+  int max_level = kernels.empty() ? 0 : kernels[order.front()].level;
+  std::vector<Kernel> sorted;
+  sorted.reserve(kernels.size());
+  for (size_t k : order) {
+    sorted.push_back(std::move(kernels[k]));
+    sorted.back().level = max_level - sorted.back().level;
+  }
+  return sorted;
+}
+
+}  // namespace lt::compiler

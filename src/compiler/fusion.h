@@ -1,0 +1,33 @@
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "compiler/kernel_program.h"
+#include "ir/graph.h"
+
+namespace lt::compiler {
+
+// One fused kernel of a graph: elementwise (any number of outputs, all of one shape) or a
+// reduction (one output) whose elementwise producers are folded into its program.
+struct Kernel {
+  KernelProgram program;
+  Shape iteration_shape;     // elementwise: the outputs' shape; reduction: the operand's shape
+  uint32_t reduce_mask = 0;  // reduction: the reduced dims of iteration_shape
+  std::vector<uint32_t> input_nodes;   // graph node read by each program input
+  std::vector<uint32_t> output_nodes;  // graph node written by each program output
+  std::vector<uint32_t> scalar_nodes;  // Scalar leaf passed as each scalar argument
+  int level = 0;  // kernels of one level are independent; levels run in increasing order
+};
+
+// Splits a graph into fused kernels, returned in an order that respects their dependencies.
+//
+// Vertical fusion: elementwise nodes of one shape that feed each other share a kernel, and
+// only nodes needed outside it (graph outputs, inputs of other kernels) reach memory.
+// Elementwise nodes whose only users are reductions are folded into the reductions.
+// A node is materialized when a user broadcasts it or when it feeds a kernel across a
+// reduction. Cycles between kernels are impossible by construction: every node gets a
+// level (the longest distance, in materializations, to a graph output) and only nodes of
+// equal level fuse, while every edge between kernels strictly lowers the level.
+std::vector<Kernel> partition(const ir::Graph& graph);
+
+}  // namespace lt::compiler

@@ -1,0 +1,149 @@
+// Generated kernel source -> system C++ compiler -> shared object -> dlopen, as MLX and
+// PyTorch Inductor do on the CPU. Shared objects are cached on disk by a hash of the source
+// and the compiler command, so a second process starts warm.
+#include <dlfcn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "compiler/compiled_kernel.h"
+#include "lazytensor/error.h"
+#include "metrics/metrics_registry.h"
+#include "runtime/config.h"
+
+namespace lt::compiler {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// -fno-math-errno lets sqrt vectorize (4x on AdamW); -march=native uses the host's vector
+// width. No -ffast-math: results must match the reference.
+constexpr const char* kFlags =
+    "-std=c++17 -O3 -march=native -fno-math-errno -fPIC -shared -w";
+
+std::string compiler_command() {
+  const char* cxx = std::getenv("LT_CXX");
+  return std::string(cxx && *cxx ? cxx : "c++") + " " + kFlags;
+}
+
+struct SharedObject {
+  void* handle = nullptr;
+  ~SharedObject() {
+    if (handle) dlclose(handle);
+  }
+};
+
+class NativeKernel final : public CompiledKernel {
+ public:
+  using Fn = void (*)(const void* const*, void* const*, const double*, long);
+  NativeKernel(Fn fn, std::shared_ptr<SharedObject> object) : fn_(fn), object_(std::move(object)) {}
+  void run(const void* const* inputs, void* const* outputs, const double* scalars,
+           int64_t n) const override {
+    fn_(inputs, outputs, scalars, static_cast<long>(n));
+  }
+  const char* method() const override { return "native"; }
+
+ private:
+  Fn fn_;
+  std::shared_ptr<SharedObject> object_;  // keeps the code loaded
+};
+
+// Keeps the folder's shared objects under the byte bound, dropping the least recently used.
+void trim_disk_cache(const fs::path& dir, size_t max_bytes) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  size_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".so") continue;
+    total += entry.file_size(ec);
+    files.emplace_back(entry.last_write_time(ec), entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [time, path] : files) {
+    if (total <= max_bytes) break;
+    total -= std::min<size_t>(total, fs::file_size(path, ec));
+    fs::remove(path, ec);
+  }
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<CompiledKernel>> compile_native(
+    const std::vector<const KernelProgram*>& programs) {
+  std::vector<std::string> symbols;
+  for (const KernelProgram* program : programs) {
+    char name[40];
+    std::snprintf(name, sizeof name, "lt_kernel_%016llx",
+                  static_cast<unsigned long long>(hash_string(program->key())));
+    symbols.push_back(name);
+  }
+  const std::string source = generate_source(programs, symbols);
+  const std::string command = compiler_command();
+  char stem[40];
+  std::snprintf(stem, sizeof stem, "lt_%016llx",
+                static_cast<unsigned long long>(hash_string(command + "\n" + source)));
+
+  const fs::path dir = runtime::config().kernel_cache_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path so_path = dir / (std::string(stem) + ".so");
+  if (fs::exists(so_path)) {
+    metrics::counter("KernelDiskCacheHit").add();
+    fs::last_write_time(so_path, fs::file_time_type::clock::now(), ec);  // recently used
+  } else {
+    // Unique temporaries, renamed into place, so concurrent processes never see half a file.
+    const std::string unique = std::to_string(getpid()) + "." + std::to_string(std::rand());
+    const fs::path src_path = dir / (std::string(stem) + "." + unique + ".cpp");
+    const fs::path tmp_path = dir / (std::string(stem) + "." + unique + ".tmp");
+    const fs::path log_path = dir / (std::string(stem) + "." + unique + ".log");
+    {
+      std::ofstream out(src_path);
+      out << source;
+      if (!out) throw Error("kernel compiler: cannot write " + src_path.string());
+    }
+    const std::string cmd = command + " -o '" + tmp_path.string() + "' '" + src_path.string() +
+                            "' > '" + log_path.string() + "' 2>&1";
+    const int status = std::system(cmd.c_str());
+    const std::string log = read_file(log_path);
+    fs::remove(src_path, ec);
+    fs::remove(log_path, ec);
+    if (status != 0) {
+      fs::remove(tmp_path, ec);
+      throw Error("kernel compiler: '" + command + "' failed (status " + std::to_string(status) +
+                  "): " + log.substr(0, 2000));
+    }
+    fs::rename(tmp_path, so_path, ec);
+    if (ec) throw Error("kernel compiler: cannot store " + so_path.string() + ": " + ec.message());
+    metrics::counter("KernelCompile").add(static_cast<int64_t>(programs.size()));
+    trim_disk_cache(dir, runtime::config().kernel_cache_bytes);
+  }
+
+  auto object = std::make_shared<SharedObject>();
+  object->handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!object->handle) {
+    throw Error(std::string("kernel compiler: cannot load ") + so_path.string() + ": " + dlerror());
+  }
+  std::vector<std::shared_ptr<CompiledKernel>> kernels;
+  for (const std::string& symbol : symbols) {
+    auto fn = reinterpret_cast<NativeKernel::Fn>(dlsym(object->handle, symbol.c_str()));
+    if (!fn) throw Error("kernel compiler: symbol " + symbol + " missing in " + so_path.string());
+    kernels.push_back(std::make_shared<NativeKernel>(fn, object));
+  }
+  return kernels;
+}
+
+}  // namespace lt::compiler

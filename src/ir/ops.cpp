@@ -1,0 +1,50 @@
+#include "ir/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace lt::ir {
+
+namespace {
+
+double ref_maximum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+double ref_minimum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::min(a, b);
+}
+
+double no_reference(double, double, double) { return std::numeric_limits<double>::quiet_NaN(); }
+double identity_reference(double a, double, double) { return a; }
+
+const OpInfo kOpInfos[] = {
+    {"DeviceData", OpCategory::Leaf, 0, no_reference},
+    {"Scalar", OpCategory::Leaf, 0, no_reference},
+    {"Constant", OpCategory::Leaf, 0, no_reference},
+#define LT_UNARY(Name, name, expr, ref) \
+  {#Name, OpCategory::Elementwise, 1, [](double a, double, double) -> double { return ref; }},
+#define LT_BINARY(Name, name, expr, ref) \
+  {#Name, OpCategory::Elementwise, 2, [](double a, double b, double) -> double { return ref; }},
+#define LT_TERNARY(Name, name, expr, ref) \
+  {#Name, OpCategory::Elementwise, 3, [](double a, double b, double c) -> double { return ref; }},
+#include "ir/op_table.def"
+#undef LT_UNARY
+#undef LT_BINARY
+#undef LT_TERNARY
+    {"Cast", OpCategory::Elementwise, 1, identity_reference},
+    {"Sum", OpCategory::Reduction, 1, no_reference},
+    {"Mean", OpCategory::Reduction, 1, no_reference},
+    {"Max", OpCategory::Reduction, 1, no_reference},
+    {"Norm", OpCategory::Reduction, 1, no_reference},
+};
+static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == static_cast<size_t>(OpKind::kCount),
+              "every OpKind needs an OpInfo");
+
+}  // namespace
+
+const OpInfo& op_info(OpKind op) { return kOpInfos[static_cast<size_t>(op)]; }
+
+}  // namespace lt::ir

@@ -1,0 +1,35 @@
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <string>
+
+#include "lazytensor/runtime.h"
+
+namespace lt::runtime {
+
+// The engine's settings, read from the environment on first use (see runtime.h).
+struct Config {
+  std::atomic<ScalarPolicy> scalar_policy{ScalarPolicy::argument};
+  std::atomic<bool> special_scalars{true};
+  std::atomic<size_t> compile_cache_size{256};
+  std::atomic<size_t> data_cache_size{128};
+  std::atomic<size_t> kernel_cache_size{4096};
+  std::atomic<size_t> kernel_cache_bytes{size_t{256} << 20};
+  std::atomic<bool> debug{false};
+  std::atomic<int> num_threads{0};  // 0: one per core
+
+  std::string kernel_compiler() const;
+  void set_kernel_compiler(const std::string& name);
+  std::string kernel_cache_dir() const;
+
+ private:
+  friend Config& config();
+  mutable std::mutex mu_;
+  std::string kernel_compiler_ = "native";
+  std::string kernel_cache_dir_;
+};
+
+Config& config();
+
+}  // namespace lt::runtime

@@ -1,0 +1,89 @@
+#include "runtime/data_cache.h"
+
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/backend.h"
+#include "metrics/metrics_registry.h"
+#include "runtime/config.h"
+
+namespace lt::runtime {
+
+namespace {
+
+struct Key {
+  DType dtype;
+  uint64_t bits;
+  bool operator==(const Key& o) const { return dtype == o.dtype && bits == o.bits; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const { return k.bits * 31 + static_cast<size_t>(k.dtype); }
+};
+
+// The value as stored on the device: f32 scalars are keyed by their f32 bits.
+Key key_of(double value, DType dtype, unsigned char* bytes) {
+  Key key{dtype, 0};
+  if (dtype == DType::f32) {
+    float f = static_cast<float>(value);
+    std::memcpy(bytes, &f, 4);
+    std::memcpy(&key.bits, &f, 4);
+  } else {
+    std::memcpy(bytes, &value, 8);
+    std::memcpy(&key.bits, &value, 8);
+  }
+  return key;
+}
+
+class DataCache {
+ public:
+  DeviceDataPtr get(double value, DType dtype) {
+    static metrics::Counter& hits = metrics::counter("DeviceDataCacheHit");
+    static metrics::Counter& misses = metrics::counter("DeviceDataCacheMiss");
+    unsigned char bytes[8];
+    Key key = key_of(value, dtype, bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      hits.add();
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return it->second.first;
+    }
+    misses.add();
+    DeviceDataPtr data = upload_scalar(value, dtype);
+    data->holders.fetch_add(1);
+    lru_.push_front(key);
+    map_.emplace(key, std::make_pair(data, lru_.begin()));
+    while (map_.size() > std::max<size_t>(1, config().data_cache_size)) {
+      auto victim = map_.find(lru_.back());
+      victim->second.first->holders.fetch_sub(1);
+      map_.erase(victim);
+      lru_.pop_back();
+    }
+    return data;
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<Key> lru_;
+  std::unordered_map<Key, std::pair<DeviceDataPtr, std::list<Key>::iterator>, KeyHash> map_;
+};
+
+}  // namespace
+
+DeviceDataPtr upload_scalar(double value, DType dtype) {
+  unsigned char bytes[8];
+  key_of(value, dtype, bytes);
+  backend::Backend& device = backend::default_backend();
+  auto buffer = device.allocate(dtype_size(dtype));
+  device.transfer_to_device(buffer, bytes, dtype_size(dtype), /*synchronous=*/true);
+  return std::make_shared<DeviceData>(Shape{}, dtype, std::move(buffer));
+}
+
+DeviceDataPtr cached_scalar_data(double value, DType dtype) {
+  static DataCache* cache = new DataCache();
+  return cache->get(value, dtype);
+}
+
+}  // namespace lt::runtime

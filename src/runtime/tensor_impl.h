@@ -1,0 +1,42 @@
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "ir/node.h"
+#include "lazytensor/tensor.h"
+#include "runtime/device_data.h"
+
+namespace lt {
+
+// What a Tensor handle points at: either a pending IR value or device data, never both.
+// Pending tensors are kept in a registry so that mark_step() can find every live one; a
+// tensor that dies while pending is simply never computed.
+struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
+  TensorImpl(const Shape& s, DType d) : shape(s), dtype(d) {}
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  Shape shape;
+  DType dtype;
+  ir::NodePtr ir;
+  runtime::DeviceDataPtr data;
+
+  // Rebinds to a pending value (registering as pending) or to device data.
+  void set_ir(ir::NodePtr node);
+  void set_data(runtime::DeviceDataPtr value);
+  // The IR node for this tensor's current value.
+  ir::NodePtr value() const;
+
+  // Registry links, guarded by the registry's mutex.
+  TensorImpl* prev = nullptr;
+  TensorImpl* next = nullptr;
+  bool registered = false;
+};
+
+namespace runtime {
+// Every live pending tensor, in the order they became pending.
+std::vector<std::shared_ptr<TensorImpl>> pending_tensors();
+}  // namespace runtime
+
+}  // namespace lt

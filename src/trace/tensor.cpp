@@ -1,0 +1,330 @@
+// The Tensor API: each op checks its operands, records IR and returns.
+#include "lazytensor/tensor.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backend/backend.h"
+#include "lazytensor/error.h"
+#include "runtime/graph_executor.h"
+#include "runtime/tensor_impl.h"
+#include "trace/trace.h"
+
+namespace lt {
+
+using ir::OpKind;
+using trace::elementwise;
+using trace::scalar;
+using trace::value_of;
+
+namespace {
+
+const Tensor& checked(const Tensor& t, const char* op) {
+  if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined");
+  return t;
+}
+
+ir::NodePtr unary(const Tensor& t, OpKind kind, const char* op) {
+  return elementwise(op, kind, {value_of(t, op)});
+}
+
+ir::NodePtr binary(const Tensor& a, const Tensor& b, OpKind kind, const char* op) {
+  return elementwise(op, kind, {value_of(a, op), value_of(b, op)});
+}
+
+ir::NodePtr with_scalar(const Tensor& a, double s, OpKind kind, const char* op) {
+  ir::NodePtr v = value_of(a, op);
+  return elementwise(op, kind, {v, scalar(s, v->dtype)});
+}
+
+ir::NodePtr clamp_node(const Tensor& t, double min, double max, const char* op) {
+  ir::NodePtr v = value_of(t, op);
+  return elementwise(op, OpKind::Clamp, {v, scalar(min, v->dtype), scalar(max, v->dtype)});
+}
+
+ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, double weight, const char* op) {
+  ir::NodePtr v = value_of(t, op);
+  return elementwise(op, OpKind::Lerp, {v, value_of(end, op), scalar(weight, v->dtype)});
+}
+
+ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, const Tensor& weight, const char* op) {
+  return elementwise(op, OpKind::Lerp, {value_of(t, op), value_of(end, op), value_of(weight, op)});
+}
+
+// a + alpha * b (PyTorch's add with alpha), alpha through the scalar policy.
+ir::NodePtr scaled(const Tensor& a, const Tensor& b, double alpha, OpKind kind, const char* op) {
+  ir::NodePtr va = value_of(a, op), vb = value_of(b, op);
+  ir::NodePtr scaled_b = elementwise(op, OpKind::Mul, {vb, scalar(alpha, vb->dtype)});
+  return elementwise(op, kind, {va, scaled_b});
+}
+
+// self + value * t1 (*|/) t2, as torch.addcmul / torch.addcdiv.
+ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double value,
+                 OpKind kind, const char* op) {
+  ir::NodePtr vs = value_of(self, op), v1 = value_of(t1, op), v2 = value_of(t2, op);
+  // Check every shape before building anything, so the message names all three.
+  trace::broadcast_shapes(op, trace::broadcast_shapes(op, vs->shape, v1->shape), v2->shape);
+  ir::NodePtr term = elementwise(op, OpKind::Mul, {scalar(value, v1->dtype), v1});
+  term = elementwise(op, kind, {term, v2});
+  return elementwise(op, OpKind::Add, {vs, term});
+}
+
+// Normalizes reduction dims (negative counts from the end) into a mask; checks the range.
+uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>& dims) {
+  uint32_t mask = 0;
+  const int rank = shape.rank();
+  for (int dim : dims) {
+    const int d = dim < 0 ? dim + rank : dim;
+    if (d < 0 || d >= std::max(rank, 1) || (rank == 0 && d != 0)) {
+      throw Error(std::string(op) + ": dim " + std::to_string(dim) +
+                  " is out of range for a tensor of shape " + shape.str() + " (rank " +
+                  std::to_string(rank) + ")");
+    }
+    if (mask >> d & 1) {
+      throw Error(std::string(op) + ": dim " + std::to_string(dim) + " appears more than once");
+    }
+    mask |= uint32_t{1} << d;
+  }
+  return rank == 0 ? 0 : mask;
+}
+
+Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool keepdim) {
+  ir::NodePtr v = value_of(t, op);
+  std::vector<int64_t> dims;
+  int64_t reduced = 1;
+  for (int d = 0; d < v->shape.rank(); ++d) {
+    if (mask >> d & 1) {
+      reduced *= v->shape[d];
+      if (keepdim) dims.push_back(1);
+    } else {
+      dims.push_back(v->shape[d]);
+    }
+  }
+  if (kind == OpKind::Max && reduced == 0) {
+    throw Error(std::string(op) + ": cannot take the max over zero elements (shape " +
+                v->shape.str() + ")");
+  }
+  return trace::make_tensor(ir::make_reduction(kind, v, mask, keepdim, Shape(dims)));
+}
+
+uint32_t all_dims(const Tensor& t) {
+  return t.dim() == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << t.dim()) - 1);
+}
+
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(*this, "shape").impl()->shape; }
+DType Tensor::dtype() const { return checked(*this, "dtype").impl()->dtype; }
+bool Tensor::is_pending() const { return impl_ && impl_->ir != nullptr; }
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  checked(*this, "to_vector");
+  if (impl_->ir) runtime::sync_tensors({impl_}, /*allow_donation=*/false);
+  const runtime::DeviceDataPtr data = impl_->data;
+  const int64_t n = data->shape.numel();
+  std::vector<T> out(n);
+  auto read = [&](auto* host) {
+    backend::default_backend().transfer_from_device(data->buffer, host, n * sizeof(*host));
+  };
+  if (data->dtype == DType::f32) {
+    std::vector<float> host(n);
+    read(host.data());
+    std::copy(host.begin(), host.end(), out.begin());
+  } else {
+    std::vector<double> host(n);
+    read(host.data());
+    std::copy(host.begin(), host.end(), out.begin());
+  }
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+
+double Tensor::item() const {
+  if (checked(*this, "item").numel() != 1) {
+    throw Error("item: a tensor with " + std::to_string(numel()) + " elements (shape " +
+                shape().str() + ") cannot be converted to a number");
+  }
+  return to_vector<double>()[0];
+}
+
+Tensor Tensor::add(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Add, "add")); }
+Tensor Tensor::add(const Tensor& other, double alpha) const {
+  return trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
+}
+Tensor Tensor::add(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add")); }
+Tensor Tensor::sub(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Sub, "sub")); }
+Tensor Tensor::sub(const Tensor& other, double alpha) const {
+  return trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
+}
+Tensor Tensor::sub(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub")); }
+Tensor Tensor::mul(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Mul, "mul")); }
+Tensor Tensor::mul(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul")); }
+Tensor Tensor::div(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Div, "div")); }
+Tensor Tensor::div(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div")); }
+Tensor Tensor::pow(double exponent) const {
+  return trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow"));
+}
+Tensor Tensor::maximum(const Tensor& other) const {
+  return trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum"));
+}
+Tensor Tensor::minimum(const Tensor& other) const {
+  return trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum"));
+}
+Tensor Tensor::clamp(double min, double max) const { return trace::make_tensor(clamp_node(*this, min, max, "clamp")); }
+Tensor Tensor::clamp_min(double min) const {
+  return trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min"));
+}
+Tensor Tensor::clamp_max(double max) const {
+  return trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max"));
+}
+Tensor Tensor::lerp(const Tensor& end, double weight) const {
+  return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
+}
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
+  return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
+}
+Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double value) const {
+  return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul"));
+}
+Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value) const {
+  return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv"));
+}
+Tensor Tensor::neg() const { return trace::make_tensor(unary(*this, OpKind::Neg, "neg")); }
+Tensor Tensor::abs() const { return trace::make_tensor(unary(*this, OpKind::Abs, "abs")); }
+Tensor Tensor::sqrt() const { return trace::make_tensor(unary(*this, OpKind::Sqrt, "sqrt")); }
+Tensor Tensor::rsqrt() const { return trace::make_tensor(unary(*this, OpKind::Rsqrt, "rsqrt")); }
+Tensor Tensor::exp() const { return trace::make_tensor(unary(*this, OpKind::Exp, "exp")); }
+Tensor Tensor::log() const { return trace::make_tensor(unary(*this, OpKind::Log, "log")); }
+Tensor Tensor::tanh() const { return trace::make_tensor(unary(*this, OpKind::Tanh, "tanh")); }
+Tensor Tensor::sigmoid() const { return trace::make_tensor(unary(*this, OpKind::Sigmoid, "sigmoid")); }
+Tensor Tensor::relu() const { return trace::make_tensor(unary(*this, OpKind::Relu, "relu")); }
+Tensor Tensor::clone() const { return trace::make_tensor(unary(*this, OpKind::Identity, "clone")); }
+
+Tensor Tensor::to(DType dtype) const {
+  trace::check_dtype("to", dtype);
+  ir::NodePtr v = value_of(*this, "to");
+  if (v->dtype == dtype) return *this;  // as torch: the same tensor
+  return trace::make_tensor(trace::cast(v, dtype));
+}
+
+Tensor& Tensor::add_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_"); }
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return trace::assign(*this, scaled(*this, other, alpha, OpKind::Add, "add_"), "add_");
+}
+Tensor& Tensor::add_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_"); }
+Tensor& Tensor::sub_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_"); }
+Tensor& Tensor::sub_(const Tensor& other, double alpha) {
+  return trace::assign(*this, scaled(*this, other, alpha, OpKind::Sub, "sub_"), "sub_");
+}
+Tensor& Tensor::sub_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_"); }
+Tensor& Tensor::mul_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_"); }
+Tensor& Tensor::mul_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_"); }
+Tensor& Tensor::div_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_"); }
+Tensor& Tensor::div_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_"); }
+Tensor& Tensor::pow_(double exponent) {
+  return trace::assign(*this, with_scalar(*this, exponent, OpKind::Pow, "pow_"), "pow_");
+}
+Tensor& Tensor::clamp_(double min, double max) { return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_"); }
+Tensor& Tensor::clamp_min_(double min) {
+  return trace::assign(*this, with_scalar(*this, min, OpKind::Maximum, "clamp_min_"), "clamp_min_");
+}
+Tensor& Tensor::clamp_max_(double max) {
+  return trace::assign(*this, with_scalar(*this, max, OpKind::Minimum, "clamp_max_"), "clamp_max_");
+}
+Tensor& Tensor::lerp_(const Tensor& end, double weight) {
+  return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
+}
+Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight) {
+  return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
+}
+Tensor& Tensor::addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value) {
+  return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul_"), "addcmul_");
+}
+Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value) {
+  return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"), "addcdiv_");
+}
+Tensor& Tensor::neg_() { return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_"); }
+Tensor& Tensor::abs_() { return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_"); }
+Tensor& Tensor::sqrt_() { return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_"); }
+Tensor& Tensor::rsqrt_() { return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_"); }
+Tensor& Tensor::exp_() { return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_"); }
+Tensor& Tensor::log_() { return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_"); }
+Tensor& Tensor::tanh_() { return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_"); }
+Tensor& Tensor::sigmoid_() { return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_"); }
+Tensor& Tensor::relu_() { return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_"); }
+Tensor& Tensor::maximum_(const Tensor& other) {
+  return trace::assign(*this, binary(*this, other, OpKind::Maximum, "maximum_"), "maximum_");
+}
+Tensor& Tensor::minimum_(const Tensor& other) {
+  return trace::assign(*this, binary(*this, other, OpKind::Minimum, "minimum_"), "minimum_");
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  ir::NodePtr self = value_of(*this, "copy_");
+  ir::NodePtr v = trace::cast(value_of(src, "copy_"), self->dtype);
+  if (v->shape != self->shape) v = trace::expand("copy_", v, self->shape);
+  return trace::assign(*this, v, "copy_");
+}
+Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::fill_(double value) {
+  ir::NodePtr self = value_of(*this, "fill_");
+  return trace::assign(*this, trace::expand("fill_", scalar(value, self->dtype), self->shape),
+                       "fill_");
+}
+
+Tensor Tensor::sum() const { return reduce(*this, OpKind::Sum, "sum", all_dims(checked(*this, "sum")), false); }
+Tensor Tensor::sum(const std::vector<int>& dims, bool keepdim) const {
+  return reduce(*this, OpKind::Sum, "sum", reduce_mask("sum", checked(*this, "sum").shape(), dims),
+                keepdim);
+}
+Tensor Tensor::mean() const {
+  return reduce(*this, OpKind::Mean, "mean", all_dims(checked(*this, "mean")), false);
+}
+Tensor Tensor::mean(const std::vector<int>& dims, bool keepdim) const {
+  return reduce(*this, OpKind::Mean, "mean",
+                reduce_mask("mean", checked(*this, "mean").shape(), dims), keepdim);
+}
+Tensor Tensor::max() const { return reduce(*this, OpKind::Max, "max", all_dims(checked(*this, "max")), false); }
+Tensor Tensor::max(const std::vector<int>& dims, bool keepdim) const {
+  return reduce(*this, OpKind::Max, "max", reduce_mask("max", checked(*this, "max").shape(), dims),
+                keepdim);
+}
+Tensor Tensor::norm() const {
+  return reduce(*this, OpKind::Norm, "norm", all_dims(checked(*this, "norm")), false);
+}
+Tensor Tensor::norm(const std::vector<int>& dims, bool keepdim) const {
+  return reduce(*this, OpKind::Norm, "norm",
+                reduce_mask("norm", checked(*this, "norm").shape(), dims), keepdim);
+}
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  return alpha == 1.0 ? a.add(b) : a.add(b, alpha);
+}
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  return alpha == 1.0 ? a.sub(b) : a.sub(b, alpha);
+}
+Tensor mul(const Tensor& a, const Tensor& b) { return a.mul(b); }
+Tensor div(const Tensor& a, const Tensor& b) { return a.div(b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
+Tensor operator+(const Tensor& a, double b) { return a.add(b); }
+Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, double b) { return a.div(b); }
+Tensor operator+(double a, const Tensor& b) { return b.add(a); }
+Tensor operator-(double a, const Tensor& b) { return b.neg().add(a); }
+Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
+Tensor operator/(double a, const Tensor& b) {
+  ir::NodePtr v = value_of(b, "div");
+  return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype), v}));
+}
+Tensor operator-(const Tensor& a) { return a.neg(); }
+
+}  // namespace lt

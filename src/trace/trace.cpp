@@ -1,0 +1,138 @@
+#include "trace/trace.h"
+
+#include <algorithm>
+#include <string>
+
+#include "lazytensor/error.h"
+#include "lazytensor/runtime.h"
+#include "runtime/config.h"
+#include "runtime/data_cache.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt::trace {
+
+void check_dtype(const char* op, DType dtype) {
+  if (!dtype_has_kernels(dtype)) {
+    throw Error(std::string(op) + ": dtype " + dtype_name(dtype) +
+                " is not supported yet (supported: f32, f64)");
+  }
+}
+
+void check_shape(const char* op, const Shape& shape) {
+  for (int64_t dim : shape) {
+    if (dim < 0) throw Error(std::string(op) + ": negative size in shape " + shape.str());
+  }
+  // Sizes whose element count overflows are absurd on any device.
+  int64_t n = 1;
+  for (int64_t dim : shape) {
+    if (dim != 0 && n > (int64_t{1} << 62) / dim) {
+      throw Error(std::string(op) + ": shape " + shape.str() + " has too many elements");
+    }
+    n *= dim;
+  }
+}
+
+ir::NodePtr value_of(const Tensor& t, const char* op) {
+  if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined");
+  check_dtype(op, t.dtype());
+  return t.impl()->value();
+}
+
+ir::NodePtr scalar(double value, DType dtype) {
+  const runtime::Config& config = runtime::config();
+  const ScalarPolicy policy = config.scalar_policy;
+  const bool special = value == 0 || value == 1 || value == -1;
+  switch (policy) {
+    case ScalarPolicy::argument:
+      return ir::make_scalar_node(ir::OpKind::Scalar, dtype, value);
+    case ScalarPolicy::constant:
+      return ir::make_scalar_node(ir::OpKind::Constant, dtype, value);
+    case ScalarPolicy::cached:
+    case ScalarPolicy::uncached:
+      if (special && config.special_scalars) {
+        return ir::make_scalar_node(ir::OpKind::Constant, dtype, value);
+      }
+      return runtime::leaf_node(policy == ScalarPolicy::cached
+                                    ? runtime::cached_scalar_data(value, dtype)
+                                    : runtime::upload_scalar(value, dtype));
+  }
+  return nullptr;
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  const int rank = std::max(a.rank(), b.rank());
+  std::vector<int64_t> dims(rank);
+  for (int i = 0; i < rank; ++i) {
+    const int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      throw Error(std::string(op) + ": shapes " + a.str() + " and " + b.str() +
+                  " cannot be broadcast together (dim " + std::to_string(i) + ": " +
+                  std::to_string(da) + " vs " + std::to_string(db) + ")");
+    }
+    dims[i] = da == 1 ? db : da;
+  }
+  return Shape(dims);
+}
+
+ir::NodePtr cast(const ir::NodePtr& value, DType dtype) {
+  if (value->dtype == dtype) return value;
+  if (value->op == ir::OpKind::Scalar || value->op == ir::OpKind::Constant) {
+    return ir::make_scalar_node(value->op, dtype, value->value);
+  }
+  return ir::make_node(ir::OpKind::Cast, dtype, value->shape, {value});
+}
+
+ir::NodePtr elementwise(const char* op, ir::OpKind kind,
+                        std::initializer_list<ir::NodePtr> operands) {
+  // As in PyTorch, operands with dimensions decide the dtype; rank-0 ones only when all are.
+  Shape shape;
+  bool first = true, any_dims = false;
+  DType dims_dtype = DType::f32, zero_dim_dtype = DType::f32;
+  bool first_dims = true, first_zero = true;
+  for (const ir::NodePtr& operand : operands) {
+    shape = first ? operand->shape : broadcast_shapes(op, shape, operand->shape);
+    first = false;
+    if (operand->shape.rank() > 0) {
+      dims_dtype = first_dims ? operand->dtype : promote_types(dims_dtype, operand->dtype);
+      first_dims = false;
+      any_dims = true;
+    } else {
+      zero_dim_dtype = first_zero ? operand->dtype : promote_types(zero_dim_dtype, operand->dtype);
+      first_zero = false;
+    }
+  }
+  const DType dtype = any_dims ? dims_dtype : zero_dim_dtype;
+  ir::NodePtr cast_operands[3];
+  int n = 0;
+  for (const ir::NodePtr& operand : operands) cast_operands[n++] = cast(operand, dtype);
+  auto node = ir::make_node(kind, dtype, shape, {});
+  for (int i = 0; i < n; ++i) node->operands[i] = std::move(cast_operands[i]);
+  node->num_operands = static_cast<uint8_t>(n);
+  return node;
+}
+
+ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape) {
+  if (broadcast_shapes(op, shape, value->shape) != shape) {
+    throw Error(std::string(op) + ": a value of shape " + value->shape.str() +
+                " cannot be broadcast to shape " + shape.str());
+  }
+  return ir::make_node(ir::OpKind::Identity, value->dtype, shape, {value});
+}
+
+Tensor make_tensor(ir::NodePtr node) {
+  auto impl = std::make_shared<TensorImpl>(node->shape, node->dtype);
+  impl->set_ir(std::move(node));
+  return Tensor(std::move(impl));
+}
+
+Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
+  if (result->shape != self.shape()) {
+    throw Error(std::string(op) + ": output with shape " + self.shape().str() +
+                " doesn't match the broadcast shape " + result->shape.str());
+  }
+  self.impl()->set_ir(cast(result, self.dtype()));
+  return self;
+}
+
+}  // namespace lt::trace

@@ -1,0 +1,33 @@
+#pragma once
+// Building IR for the Tensor API: operand checks, broadcasting, dtype promotion and the
+// scalar policy. Every check runs before anything is created or rebound, so a failing op
+// leaves every tensor as it was.
+#include <initializer_list>
+#include <string>
+
+#include "ir/node.h"
+#include "lazytensor/tensor.h"
+
+namespace lt::trace {
+
+// The IR value of `t`; throws if t is undefined or its dtype has no kernels.
+ir::NodePtr value_of(const Tensor& t, const char* op);
+// A plain number used by an op on `dtype` values, as the scalar policy says.
+ir::NodePtr scalar(double value, DType dtype);
+// The broadcast of two shapes, or lt::Error naming `op` and both shapes.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// An elementwise node over `operands`, broadcast to a common shape and promoted to a common
+// dtype (inserting casts).
+ir::NodePtr elementwise(const char* op, ir::OpKind kind, std::initializer_list<ir::NodePtr> operands);
+ir::NodePtr cast(const ir::NodePtr& value, DType dtype);
+// `value` broadcast to `shape` (which must be reachable by broadcasting).
+ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape);
+
+Tensor make_tensor(ir::NodePtr node);
+// In place: `self` takes `result`, which must have self's shape; cast to self's dtype.
+Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op);
+
+void check_shape(const char* op, const Shape& shape);
+void check_dtype(const char* op, DType dtype);
+
+}  // namespace lt::trace
