@@ -200,7 +200,9 @@ void check(const Tensor& t, const Shape& shape, DType dtype, const std::vector<d
   EXPECT_EQ(t.shape().str(), shape.str());
   EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(dtype));
   // An empty result has nothing to compute and may be created as data directly.
-  if (shape.numel() > 0) EXPECT_TRUE(t.is_pending());
+  if (shape.numel() > 0) {
+    EXPECT_TRUE(t.is_pending());
+  }
   const std::vector<double> ref = lt::reference::evaluate(t);
   expect_close(ref, want, tol);
   lt::mark_step();

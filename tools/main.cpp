@@ -1,9 +1,10 @@
 // The lazytensor command.
 #include <cstdio>
-#include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include "adamw_command.h"
 #include "lazytensor/lazytensor.h"
 
 namespace {
@@ -24,17 +25,65 @@ int run_demo(int steps) {
   return 0;
 }
 
+int run_params(const std::string& model) {
+  auto specs = lt::models::parameter_shapes(model);
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& spec : specs) {
+    tensors.push_back({{"name", spec.name}, {"shape", spec.shape.to_vector()}});
+  }
+  nlohmann::json out = {{"model", model},
+                        {"tensors", tensors},
+                        {"params", lt::models::parameter_count(specs)}};
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"lazytensor: a lazy-tensor engine"};
   app.require_subcommand(1);
+
   int demo_steps = 5;
   auto* demo = app.add_subcommand("demo", "trace a few steps and print the metrics report");
   demo->add_option("--steps", demo_steps, "steps to run")->check(CLI::PositiveNumber);
+
+  std::string params_model = "bert-large";
+  auto* params = app.add_subcommand("params", "print a model's parameter shapes as JSON");
+  params->add_option("--model", params_model, "tiny, bert-base or bert-large");
+
+  lt::tools::AdamWCommandOptions adamw_options;
+  auto* adamw = app.add_subcommand("adamw", "HuggingFace AdamW steps over a model's parameters");
+  adamw->add_option("--model", adamw_options.model, "tiny, bert-base or bert-large")
+      ->capture_default_str();
+  adamw->add_option("--steps", adamw_options.steps, "optimizer steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  adamw->add_option("--scalars", adamw_options.scalars, "argument, cached, uncached or constant")
+      ->capture_default_str();
+  adamw->add_option("--clip-norm", adamw_options.clip_norm, "clip gradients to this global norm");
+  adamw->add_option("--schedule", adamw_options.schedule, "constant, linear or cosine")
+      ->capture_default_str();
+  adamw->add_option("--warmup", adamw_options.warmup, "warm-up steps (default: a tenth)");
+  adamw->add_option("--lr", adamw_options.lr, "learning rate")->capture_default_str();
+  adamw->add_option("--weight-decay", adamw_options.weight_decay, "weight decay")
+      ->capture_default_str();
+  adamw->add_option("--roofline-steps", adamw_options.roofline_steps,
+                    "extra steps timed alone against the roofline kernel (0: skip)")
+      ->capture_default_str();
+  adamw->add_flag("--compare", adamw_options.compare,
+                  "run the four scalar policies one after another, side by side");
+  adamw->add_flag("--quiet", adamw_options.quiet, "no progress line");
+  adamw->add_option("--json", adamw_options.json_path, "write the results as JSON");
+  adamw->add_option("--trace", adamw_options.trace_path, "write a Chrome trace-event timeline");
+  adamw->add_option("--dump", adamw_options.dump_dir,
+                    "write starting parameters, gradients and final parameters (raw f32) here");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return run_demo(demo_steps);
+    if (*params) return run_params(params_model);
+    if (*adamw) return lt::tools::run_adamw_command(adamw_options);
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytensor: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,24 @@ void mark_step();
 // Blocks until every launched computation and transfer has finished. Throws lt::Error if one
 // of them failed since the last wait (the failed tensors also throw when read).
 void wait_device_ops();
+
+// A marker in the device stream, like a CUDA event: it completes when all work launched
+// before it has finished, and remembers when that was.
+class DeviceEvent {
+ public:
+  struct State;
+  explicit DeviceEvent(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void wait() const;
+  bool done() const;
+  // Seconds from `earlier` completing to this event completing (waits for both).
+  double seconds_since(const DeviceEvent& earlier) const;
+  // Seconds since the process's steady-clock epoch at which the event completed (waits).
+  double completion_seconds() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+DeviceEvent record_event();
 
 // How a plain number passed to an op reaches the device (design.md, section 1).
 enum class ScalarPolicy {

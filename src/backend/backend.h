@@ -1,5 +1,8 @@
 #pragma once
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +52,8 @@ class Backend {
 
   virtual std::shared_ptr<Executable> compile(const ir::Graph& graph) = 0;
   virtual void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) = 0;
+  // Enqueues a marker that records when the stream reaches it.
+  virtual DeviceEvent record_event() = 0;
   // Waits for all queued work; throws the first failure since the last call.
   virtual void synchronize() = 0;
 
@@ -59,3 +64,22 @@ class Backend {
 Backend& default_backend();
 
 }  // namespace lt::backend
+
+namespace lt {
+
+struct DeviceEvent::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::chrono::steady_clock::time_point time;
+  void complete() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      time = std::chrono::steady_clock::now();
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace lt

@@ -1,9 +1,13 @@
 #include "ir/node.h"
 
+#include "metrics/metrics_registry.h"
+
 namespace lt::ir {
 
 NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
                   std::initializer_list<NodePtr> operands) {
+  static metrics::Counter& traced = metrics::counter("TracedOps");
+  if (op != OpKind::DeviceData) traced.add();
   auto node = std::make_shared<Node>();
   node->op = op;
   node->dtype = dtype;

@@ -11,6 +11,7 @@
 #include "compiler/kernel_program.h"
 #include "ir/graph.h"
 #include "lazytensor/error.h"
+#include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 #include "runtime/compile_cache.h"
 #include "runtime/config.h"
@@ -167,6 +168,7 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
   const auto start = std::chrono::steady_clock::now();
   double compile_seconds = 0;
 
+  profiler::Scope span(allow_donation ? "mark_step" : "sync for read", "host");
   ExecutorState& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   if (allow_donation) mark_steps.add();
@@ -202,6 +204,7 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
     cached_compiles.add();
   } else {
     const auto compile_start = std::chrono::steady_clock::now();
+    profiler::Scope compile_span("compile", "compile");
     exe = device.compile(graph);
     compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();

@@ -12,6 +12,28 @@ void mark_step() { runtime::sync_tensors(runtime::pending_tensors(), /*allow_don
 
 void wait_device_ops() { backend::default_backend().synchronize(); }
 
+DeviceEvent record_event() { return backend::default_backend().record_event(); }
+
+void DeviceEvent::wait() const {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+}
+
+bool DeviceEvent::done() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+double DeviceEvent::completion_seconds() const {
+  wait();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return std::chrono::duration<double>(state_->time.time_since_epoch()).count();
+}
+
+double DeviceEvent::seconds_since(const DeviceEvent& earlier) const {
+  return completion_seconds() - earlier.completion_seconds();
+}
+
 const char* scalar_policy_name(ScalarPolicy policy) {
   switch (policy) {
     case ScalarPolicy::argument: return "argument";

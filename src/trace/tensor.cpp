@@ -54,7 +54,10 @@ ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, const Tensor& weight, 
 // a + alpha * b (PyTorch's add with alpha), alpha through the scalar policy.
 ir::NodePtr scaled(const Tensor& a, const Tensor& b, double alpha, OpKind kind, const char* op) {
   ir::NodePtr va = value_of(a, op), vb = value_of(b, op);
-  ir::NodePtr scaled_b = elementwise(op, OpKind::Mul, {vb, scalar(alpha, vb->dtype)});
+  trace::broadcast_shapes(op, va->shape, vb->shape);
+  const DType dtype = trace::result_dtype({va, vb});
+  ir::NodePtr scaled_b =
+      elementwise(op, OpKind::Mul, {trace::cast(vb, dtype), scalar(alpha, dtype)});
   return elementwise(op, kind, {va, scaled_b});
 }
 
@@ -64,7 +67,8 @@ ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double 
   ir::NodePtr vs = value_of(self, op), v1 = value_of(t1, op), v2 = value_of(t2, op);
   // Check every shape before building anything, so the message names all three.
   trace::broadcast_shapes(op, trace::broadcast_shapes(op, vs->shape, v1->shape), v2->shape);
-  ir::NodePtr term = elementwise(op, OpKind::Mul, {scalar(value, v1->dtype), v1});
+  const DType dtype = trace::result_dtype({vs, v1, v2});
+  ir::NodePtr term = elementwise(op, OpKind::Mul, {scalar(value, dtype), trace::cast(v1, dtype)});
   term = elementwise(op, kind, {term, v2});
   return elementwise(op, OpKind::Add, {vs, term});
 }

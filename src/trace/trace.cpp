@@ -83,26 +83,27 @@ ir::NodePtr cast(const ir::NodePtr& value, DType dtype) {
   return ir::make_node(ir::OpKind::Cast, dtype, value->shape, {value});
 }
 
-ir::NodePtr elementwise(const char* op, ir::OpKind kind,
-                        std::initializer_list<ir::NodePtr> operands) {
+DType result_dtype(std::initializer_list<ir::NodePtr> operands) {
   // As in PyTorch, operands with dimensions decide the dtype; rank-0 ones only when all are.
-  Shape shape;
-  bool first = true, any_dims = false;
+  bool any_dims = false, any_zero_dim = false;
   DType dims_dtype = DType::f32, zero_dim_dtype = DType::f32;
-  bool first_dims = true, first_zero = true;
   for (const ir::NodePtr& operand : operands) {
-    shape = first ? operand->shape : broadcast_shapes(op, shape, operand->shape);
-    first = false;
     if (operand->shape.rank() > 0) {
-      dims_dtype = first_dims ? operand->dtype : promote_types(dims_dtype, operand->dtype);
-      first_dims = false;
+      dims_dtype = any_dims ? promote_types(dims_dtype, operand->dtype) : operand->dtype;
       any_dims = true;
     } else {
-      zero_dim_dtype = first_zero ? operand->dtype : promote_types(zero_dim_dtype, operand->dtype);
-      first_zero = false;
+      zero_dim_dtype = any_zero_dim ? promote_types(zero_dim_dtype, operand->dtype) : operand->dtype;
+      any_zero_dim = true;
     }
   }
-  const DType dtype = any_dims ? dims_dtype : zero_dim_dtype;
+  return any_dims ? dims_dtype : zero_dim_dtype;
+}
+
+ir::NodePtr elementwise(const char* op, ir::OpKind kind,
+                        std::initializer_list<ir::NodePtr> operands) {
+  Shape shape = (*operands.begin())->shape;
+  for (const ir::NodePtr& operand : operands) shape = broadcast_shapes(op, shape, operand->shape);
+  const DType dtype = result_dtype(operands);
   ir::NodePtr cast_operands[3];
   int n = 0;
   for (const ir::NodePtr& operand : operands) cast_operands[n++] = cast(operand, dtype);

@@ -19,6 +19,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // An elementwise node over `operands`, broadcast to a common shape and promoted to a common
 // dtype (inserting casts).
 ir::NodePtr elementwise(const char* op, ir::OpKind kind, std::initializer_list<ir::NodePtr> operands);
+// The dtype PyTorch gives an op over these operands.
+DType result_dtype(std::initializer_list<ir::NodePtr> operands);
 ir::NodePtr cast(const ir::NodePtr& value, DType dtype);
 // `value` broadcast to `shape` (which must be reachable by broadcasting).
 ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape);

@@ -16,6 +16,7 @@
 #include "backend/cpu/stream.h"
 #include "backend/cpu/thread_pool.h"
 #include "lazytensor/error.h"
+#include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 #include "runtime/config.h"
 
@@ -46,7 +47,9 @@ int thread_count() {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : pool_(thread_count()), stream_(kMaxQueuedTasks) {}
+  CpuBackend() : pool_(thread_count()), stream_(kMaxQueuedTasks) {
+    stream_.enqueue([] { profiler::set_thread_name("device stream"); });
+  }
 
   std::string name() const override { return "cpu"; }
 
@@ -75,6 +78,8 @@ class CpuBackend final : public Backend {
                           bool synchronous) override {
     static metrics::Timer& time = metrics::timer("TransferToDeviceTime");
     metrics::ScopedTimer timer(time);
+    profiler::Scope span(synchronous ? "transfer to device (sync)" : "transfer to device (async)",
+                         "transfer");
     if (synchronous) {
       static metrics::Counter& sync = metrics::counter("TransferToDeviceSync");
       sync.add();
@@ -99,6 +104,7 @@ class CpuBackend final : public Backend {
   void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) override {
     static metrics::Counter& count = metrics::counter("TransferFromDevice");
     count.add();
+    profiler::Scope span("transfer from device (waits)", "transfer");
     std::promise<std::string> done;
     stream_.enqueue([&] {
       if (src->failed()) {
@@ -129,6 +135,7 @@ class CpuBackend final : public Backend {
     stream_.enqueue([this, exe, args = std::move(args)] {
       static metrics::Timer& time = metrics::timer("ExecuteTime");
       metrics::ScopedTimer timer(time);
+      profiler::Scope span("execute", "device");
       try {
         for (const BufferPtr& input : args.inputs) {
           if (input->failed()) throw Error("an input failed: " + input->error());
@@ -140,6 +147,12 @@ class CpuBackend final : public Backend {
         stream_.record_failure(message);
       }
     });
+  }
+
+  DeviceEvent record_event() override {
+    auto state = std::make_shared<DeviceEvent::State>();
+    stream_.enqueue([state] { state->complete(); });
+    return DeviceEvent(state);
   }
 
   void synchronize() override {

@@ -1,5 +1,6 @@
 #include "backend/cpu/stream.h"
 
+#include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
 namespace lt::backend::cpu {
@@ -19,6 +20,7 @@ void Stream::enqueue(std::function<void()> task) {
   std::unique_lock<std::mutex> lock(mu_);
   if (queue_.size() >= max_queued_) {
     metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+    profiler::Scope span("host waits for queue space", "wait");
     space_cv_.wait(lock, [&] { return queue_.size() < max_queued_; });
   }
   queue_.push_back(std::move(task));
@@ -31,6 +33,7 @@ void Stream::synchronize() {
   const uint64_t target = enqueued_;
   if (completed_ >= target) return;
   metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+  profiler::Scope span("host waits for device", "wait");
   space_cv_.wait(lock, [&] { return completed_ >= target; });
 }
 

@@ -1,0 +1,111 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lazytensor/tensor.h"
+
+// Optimizers that trace their updates like any other ops: call step(), then lt::mark_step().
+// The step counter lives on the host; every hyperparameter reaches the device through the
+// scalar policy, so a learning rate that changes every step never recompiles (by default).
+namespace lt::optim {
+
+// Parameters with their gradients (same shapes) and the group's hyperparameters.
+template <class Options>
+struct ParamGroup {
+  std::vector<Tensor> params;
+  std::vector<Tensor> grads;
+  Options options;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0.0;
+  bool correct_bias = true;  // HuggingFace flavour only
+  bool amsgrad = false;      // torch flavour only
+};
+
+class AdamW {
+ public:
+  // huggingface: transformers 4.6.0's AdamW (weight decay after the Adam update, eps 1e-6).
+  // torch: torch.optim.AdamW (decoupled weight decay first; amsgrad available).
+  enum class Flavor { huggingface, torch };
+
+  struct State {
+    int64_t step = 0;
+    Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;  // created on the first step
+  };
+
+  AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor = Flavor::huggingface);
+
+  void step();
+  // Sets every group's learning rate (schedules call this each step).
+  void set_lr(double lr);
+  const std::vector<ParamGroup<AdamWOptions>>& groups() const { return groups_; }
+  std::vector<ParamGroup<AdamWOptions>>& groups() { return groups_; }
+  const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
+  Flavor flavor() const { return flavor_; }
+
+ private:
+  std::vector<ParamGroup<AdamWOptions>> groups_;
+  std::vector<std::vector<State>> state_;
+  Flavor flavor_;
+};
+
+struct SGDOptions {
+  double lr = 1e-2;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// torch.optim.SGD.
+class SGD {
+ public:
+  struct State {
+    Tensor momentum_buffer;  // created on the first step with momentum
+  };
+
+  explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
+  void step();
+  void set_lr(double lr);
+  const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
+
+ private:
+  std::vector<ParamGroup<SGDOptions>> groups_;
+  std::vector<std::vector<State>> state_;
+};
+
+// Learning-rate schedules, as multipliers of the base rate. `step` counts optimizer steps
+// already taken (0 for the first), as HuggingFace's LambdaLR schedules do.
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  virtual double factor(int64_t step) const = 0;
+  double lr(double base_lr, int64_t step) const { return base_lr * factor(step); }
+};
+std::unique_ptr<Schedule> constant_schedule();
+// transformers.get_linear_schedule_with_warmup: 0 -> 1 over the warm-up, then down to 0.
+std::unique_ptr<Schedule> linear_schedule(int64_t warmup_steps, int64_t total_steps);
+// transformers.get_cosine_schedule_with_warmup.
+std::unique_ptr<Schedule> cosine_schedule(int64_t warmup_steps, int64_t total_steps,
+                                          double num_cycles = 0.5);
+// "constant", "linear" or "cosine"; throws lt::Error for other names.
+std::unique_ptr<Schedule> make_schedule(const std::string& name, int64_t warmup_steps,
+                                        int64_t total_steps);
+
+}  // namespace lt::optim
+
+namespace lt {
+
+// torch.nn.utils.clip_grad_norm_: scales the gradients in place so that their global L2 norm
+// is at most max_norm, and returns that norm (before clipping) as a rank-0 tensor. Nothing is
+// read back to the host: the step never waits for the norm.
+Tensor clip_grad_norm_(std::vector<Tensor>& grads, double max_norm);
+
+}  // namespace lt

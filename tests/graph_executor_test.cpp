@@ -1,0 +1,497 @@
+// The graph executor and the compile cache, observed through the metrics counters and
+// lt::last_step_stats(): what compiles, what hits the cache, what runs, what is transferred, and
+// that in-place updates and handle aliasing give the values Python references would.
+#include <gtest/gtest.h>
+#include <lazytensor/lazytensor.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using lt::Tensor;
+
+// The interpreter compiles in no time; the native compiler has its own test.
+class InterpreterEnvironment : public testing::Environment {
+ public:
+  void SetUp() override { lt::set_kernel_compiler("interpreter"); }
+};
+[[maybe_unused]] testing::Environment* const kInterpreter =
+    testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
+
+struct Tol {
+  double rtol;
+  double atol;
+};
+constexpr Tol kF32{1e-5, 1e-5};
+
+// One failure naming the first mismatch and the count, rather than one failure per element.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, Tol tol) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0;
+  size_t first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    // Written so that a NaN on either side is a mismatch.
+    if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
+    if (bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
+                     << want[first];
+}
+
+std::vector<double> elementwise(const std::vector<double>& values,
+                                const std::function<double(double)>& f) {
+  std::vector<double> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), f);
+  return out;
+}
+
+std::vector<double> widen(const std::vector<float>& values) {
+  return {values.begin(), values.end()};
+}
+
+int64_t counter(const char* name) {
+  return lt::metrics::counter_value(name);
+}
+
+// A size no earlier graph in this process has used, so that a test's first compile is a cache
+// miss whatever ran before it (other tests, or an earlier --gtest_repeat round).
+int64_t fresh_size() {
+  static int64_t next = 1000;
+  return next++;
+}
+
+// Runs `restore` when a test ends, pass or fail: the settings it changes are process-wide.
+class Restore {
+ public:
+  explicit Restore(std::function<void()> restore) : restore_(std::move(restore)) {}
+  ~Restore() { restore_(); }
+  Restore(const Restore&) = delete;
+  Restore& operator=(const Restore&) = delete;
+
+ private:
+  std::function<void()> restore_;
+};
+
+class GraphExecutorTest : public testing::Test {
+ protected:
+  void SetUp() override { settle(); }
+
+  // Finishes everything launched so far and zeroes the counters, so that a test counts only
+  // what follows.
+  static void settle() {
+    lt::mark_step();
+    lt::wait_device_ops();
+    lt::metrics::reset();
+  }
+
+  // Values in [lo, hi), representable in f32 so that expected values start from exactly what
+  // the tensor holds.
+  std::vector<float> values(int64_t n, double lo = -1, double hi = 1) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<float> out(static_cast<size_t>(n));
+    for (float& v : out) v = static_cast<float>(dist(gen_));
+    return out;
+  }
+  uint64_t next_seed() { return gen_(); }
+
+ private:
+  static uint32_t draw_seed() {
+    const char* fixed = std::getenv("LT_TEST_SEED");
+    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
+  }
+
+  const uint32_t seed_ = draw_seed();
+  std::mt19937 gen_{seed_};
+  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
+};
+
+TEST_F(GraphExecutorTest, RepeatedStepCompilesOnce) {
+  const int64_t n = fresh_size();
+  const std::vector<float> pv = values(n);
+  const std::vector<float> av = values(n);
+  const std::vector<float> bv = values(n, 0.5, 2);
+  Tensor p = lt::from_vector(pv, {n});
+  const Tensor a = lt::from_vector(av, {n});
+  const Tensor b = lt::from_vector(bv, {n});
+  settle();
+
+  for (int step = 0; step < 5; ++step) {
+    p.addcdiv_(a, b, 0.1);
+    lt::mark_step();
+  }
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("MarkStep"), 5);
+  EXPECT_EQ(counter("UncachedCompile"), 1);
+  EXPECT_EQ(counter("CachedCompile"), 4);
+  EXPECT_EQ(counter("ExecuteComputation"), 5);
+  EXPECT_TRUE(lt::last_step_stats().cache_hit);
+  EXPECT_EQ(lt::last_step_stats().outputs, 1);
+
+  std::vector<double> want = widen(pv);
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < want.size(); ++i) want[i] += 0.1 * av[i] / bv[i];
+  }
+  expect_close(p.to_vector<double>(), want, kF32);
+}
+
+TEST_F(GraphExecutorTest, ChangedShapeRecompiles) {
+  const int64_t n = fresh_size();
+  const int64_t m = fresh_size();
+  Tensor small = lt::from_vector(values(n), {n});
+  Tensor large = lt::from_vector(values(m), {m});
+  settle();
+
+  small.mul_(0.5);
+  lt::mark_step();
+  small.mul_(0.5);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("UncachedCompile"), 1);
+  EXPECT_EQ(counter("CachedCompile"), 1);
+
+  large.mul_(0.5);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("UncachedCompile"), 2);
+  EXPECT_FALSE(lt::last_step_stats().cache_hit);
+  std::string reason = lt::last_recompile_reason();
+  std::transform(reason.begin(), reason.end(), reason.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  EXPECT_NE(reason.find("shape"), std::string::npos) << reason;
+}
+
+// The default policy passes scalars as kernel arguments: no upload, no recompile (design.md 1).
+TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {
+  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
+  lt::set_scalar_policy(lt::ScalarPolicy::argument);
+  const int64_t n = fresh_size();
+  const std::vector<float> pv = values(n);
+  const std::vector<float> av = values(n);
+  Tensor p = lt::from_vector(pv, {n});
+  const Tensor a = lt::from_vector(av, {n});
+  settle();
+
+  std::vector<double> want = widen(pv);
+  for (int step = 0; step < 5; ++step) {
+    const double alpha = 0.1 * (step + 2);  // never 0 or +-1, which some policies special-case
+    p.add_(a, alpha);
+    lt::mark_step();
+    for (size_t i = 0; i < want.size(); ++i) want[i] += alpha * av[i];
+  }
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("UncachedCompile"), 1);
+  EXPECT_EQ(counter("CachedCompile"), 4);
+  EXPECT_EQ(counter("TransferToDeviceSync"), 0);
+  EXPECT_GE(lt::last_step_stats().scalar_args, 1);
+  expect_close(p.to_vector<double>(), want, kF32);
+}
+
+// The contrast: baked-in constants recompile for every new value and hit for a repeated one.
+TEST_F(GraphExecutorTest, ConstantScalarsRecompilePerValue) {
+  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
+  lt::set_scalar_policy(lt::ScalarPolicy::constant);
+  const int64_t n = fresh_size();
+  const std::vector<float> pv = values(n);
+  const std::vector<float> av = values(n);
+  Tensor p = lt::from_vector(pv, {n});
+  const Tensor a = lt::from_vector(av, {n});
+  settle();
+
+  std::vector<double> want = widen(pv);
+  for (double alpha : {0.2, 0.3, 0.4, 0.5, 0.6, 0.2}) {
+    p.add_(a, alpha);
+    lt::mark_step();
+    for (size_t i = 0; i < want.size(); ++i) want[i] += alpha * av[i];
+  }
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("UncachedCompile"), 5);
+  EXPECT_EQ(counter("CachedCompile"), 1);
+  expect_close(p.to_vector<double>(), want, kF32);
+}
+
+TEST_F(GraphExecutorTest, StepsInFlightGiveTheRightValue) {
+  const int64_t n = fresh_size();
+  const std::vector<float> pv = values(n);
+  const std::vector<float> av = values(n);
+  Tensor p = lt::from_vector(pv, {n});
+  const Tensor a = lt::from_vector(av, {n});
+  settle();
+
+  std::vector<double> want = widen(pv);
+  for (int step = 0; step < 10; ++step) {
+    p.mul_(0.5).add_(a);
+    lt::mark_step();
+    for (size_t i = 0; i < want.size(); ++i) want[i] = want[i] * 0.5 + av[i];
+  }
+  EXPECT_EQ(counter("TransferFromDevice"), 0);
+  expect_close(p.to_vector<double>(), want, kF32);
+  EXPECT_EQ(counter("TransferFromDevice"), 1);
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("ExecuteComputation"), 10);
+}
+
+TEST_F(GraphExecutorTest, DeadTensorsAreNotComputed) {
+  const int64_t n = fresh_size();
+  const std::vector<float> av = values(n);
+  const Tensor a = lt::from_vector(av, {n});
+  settle();
+
+  { const Tensor dead = a * 2.0; }  // dropped before the step
+  const Tensor live = a + 1.0;
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(lt::last_step_stats().outputs, 1);
+  expect_close(live.to_vector<double>(), elementwise(widen(av), [](double v) { return v + 1; }),
+               kF32);
+
+  const int64_t executed = counter("ExecuteComputation");
+  { const Tensor dead = a * 3.0; }
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("ExecuteComputation"), executed);
+}
+
+TEST_F(GraphExecutorTest, MarkStepWithNothingPendingDoesNothing) {
+  const int64_t n = fresh_size();
+  const Tensor a = lt::from_vector(values(n), {n});
+  const Tensor b = a * 2.0;
+  settle();  // computes b
+  const size_t steps = lt::compiles_per_step().size();
+  const int64_t last_step = lt::last_step_stats().step;
+
+  lt::mark_step();
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("ExecuteComputation"), 0);
+  EXPECT_EQ(counter("UncachedCompile"), 0);
+  EXPECT_EQ(counter("CachedCompile"), 0);
+  EXPECT_EQ(counter("KernelLaunch"), 0);
+  EXPECT_EQ(lt::compiles_per_step().size(), steps);
+  EXPECT_EQ(lt::last_step_stats().step, last_step);
+}
+
+TEST_F(GraphExecutorTest, ReadingAPendingTensorComputesIt) {
+  const int64_t n = fresh_size();
+  const std::vector<float> av = values(n);
+  const std::vector<float> bv = values(n);
+  const Tensor a = lt::from_vector(av, {n});
+  const Tensor b = lt::from_vector(bv, {n});
+  settle();
+
+  const Tensor t = a * 2.0 + b;
+  EXPECT_TRUE(t.is_pending());
+  std::vector<double> want(av.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = 2.0 * av[i] + bv[i];
+  expect_close(t.to_vector<double>(), want, kF32);
+  EXPECT_FALSE(t.is_pending());
+  EXPECT_EQ(counter("TransferFromDevice"), 1);
+}
+
+TEST_F(GraphExecutorTest, EveryReadCountsATransferFromDevice) {
+  const int64_t n = fresh_size();
+  const Tensor a = lt::from_vector(values(n), {n});
+  const Tensor total = a.sum();
+  settle();
+
+  const std::vector<float> first = a.to_vector<float>();
+  EXPECT_EQ(counter("TransferFromDevice"), 1);
+  EXPECT_EQ(widen(first), a.to_vector<double>());
+  EXPECT_EQ(counter("TransferFromDevice"), 2);
+  total.item();
+  EXPECT_EQ(counter("TransferFromDevice"), 3);
+}
+
+TEST_F(GraphExecutorTest, FromVectorUploadsAsynchronously) {
+  const int64_t n = fresh_size();
+  std::vector<float> source = values(n);
+  const std::vector<float> original = source;
+  const Tensor a = lt::from_vector(source, {n});
+  // The caller may reuse its vector as soon as from_vector returns.
+  std::fill(source.begin(), source.end(), 0.0f);
+  const Tensor b = lt::from_vector(std::vector<double>{1.0, 2.0}, {2});
+  EXPECT_EQ(counter("TransferToDeviceAsync"), 2);
+  EXPECT_EQ(counter("TransferToDeviceSync"), 0);
+  EXPECT_EQ(a.to_vector<float>(), original);
+  EXPECT_EQ(b.to_vector<double>(), (std::vector<double>{1.0, 2.0}));
+}
+
+TEST_F(GraphExecutorTest, WaitDeviceOpsFinishesLaunchedSteps) {
+  const int64_t n = fresh_size();
+  const std::vector<float> pv = values(n);
+  Tensor p = lt::from_vector(pv, {n});
+  settle();
+
+  for (int step = 0; step < 3; ++step) {
+    p.add_(1.0);
+    lt::mark_step();
+  }
+  EXPECT_NO_THROW(lt::wait_device_ops());
+  EXPECT_FALSE(p.is_pending());
+  expect_close(p.to_vector<double>(), elementwise(widen(pv), [](double v) { return v + 3; }), kF32);
+}
+
+// Two handles to one tensor behave like two Python references to one torch.Tensor.
+TEST_F(GraphExecutorTest, CopiedHandlesShareInPlaceUpdates) {
+  const int64_t n = fresh_size();
+  const std::vector<float> av = values(n);
+  Tensor a = lt::from_vector(av, {n});
+  settle();
+
+  const Tensor b = a;
+  a.add_(1.0);
+  EXPECT_TRUE(b.is_pending());
+  lt::mark_step();
+  expect_close(b.to_vector<double>(), elementwise(widen(av), [](double v) { return v + 1; }), kF32);
+
+  Tensor keep = a;
+  a.mul_(3.0);
+  keep.sub_(1.0);  // through the other handle
+  lt::mark_step();
+  const std::vector<double> want = elementwise(widen(av), [](double v) { return (v + 1) * 3 - 1; });
+  expect_close(keep.to_vector<double>(), want, kF32);
+  expect_close(a.to_vector<double>(), want, kF32);
+}
+
+TEST_F(GraphExecutorTest, CloneIsIndependent) {
+  const int64_t n = fresh_size();
+  const std::vector<float> av = values(n);
+  Tensor a = lt::from_vector(av, {n});
+  settle();
+
+  Tensor c = a.clone();
+  a.add_(1.0);
+  c.mul_(2.0);
+  lt::mark_step();
+  expect_close(a.to_vector<double>(), elementwise(widen(av), [](double v) { return v + 1; }), kF32);
+  expect_close(c.to_vector<double>(), elementwise(widen(av), [](double v) { return v * 2; }), kF32);
+}
+
+// A donated buffer must not be one that another live tensor still reads.
+TEST_F(GraphExecutorTest, InPlaceNeverClobbersLiveReaders) {
+  Tensor x = lt::randn({1000}, next_seed());
+  lt::mark_step();
+  const std::vector<double> old = x.to_vector<double>();
+
+  const Tensor y = x;          // the same tensor
+  const Tensor z = x.clone();  // a copy of the old value
+  const Tensor w = x * 2.0;    // a pending reader of the old buffer
+  x.add_(1.0);
+  lt::mark_step();
+  expect_close(w.to_vector<double>(), elementwise(old, [](double v) { return v * 2; }), kF32);
+  expect_close(z.to_vector<double>(), old, kF32);
+  const std::vector<double> bumped = elementwise(old, [](double v) { return v + 1; });
+  expect_close(x.to_vector<double>(), bumped, kF32);
+  expect_close(y.to_vector<double>(), bumped, kF32);
+}
+
+// The reader's step may still be running when the next step overwrites the tensor it reads.
+TEST_F(GraphExecutorTest, InPlaceAfterAReaderInFlight) {
+  Tensor x = lt::randn({4096}, next_seed());
+  lt::mark_step();
+  const std::vector<double> old = x.to_vector<double>();
+
+  const Tensor w = x * 2.0;
+  lt::mark_step();
+  x.mul_(3.0);
+  lt::mark_step();
+  expect_close(w.to_vector<double>(), elementwise(old, [](double v) { return v * 2; }), kF32);
+  expect_close(x.to_vector<double>(), elementwise(old, [](double v) { return v * 3; }), kF32);
+}
+
+// A reduction reads every element; an elementwise update of the same tensor in the same step must
+// not reach it first.
+TEST_F(GraphExecutorTest, ReductionAndInPlaceUpdateInOneStep) {
+  Tensor x = lt::randn({4096}, next_seed());
+  lt::mark_step();
+  const std::vector<double> old = x.to_vector<double>();
+
+  const Tensor total = x.sum();
+  const Tensor peak = x.max();
+  x.mul_(3.0);
+  lt::mark_step();
+  double sum = 0;
+  for (double v : old) sum += v;
+  EXPECT_NEAR(total.item(), sum, 1e-3 + 1e-4 * std::abs(sum));
+  EXPECT_EQ(peak.item(), *std::max_element(old.begin(), old.end()));
+  expect_close(x.to_vector<double>(), elementwise(old, [](double v) { return v * 3; }), kF32);
+}
+
+// An optimizer-style update writes into the buffer it replaces and allocates nothing.
+TEST_F(GraphExecutorTest, InPlaceStepDonatesTheOldBuffer) {
+  const int64_t n = fresh_size();
+  const std::vector<float> pv = values(n);
+  const std::vector<float> gv = values(n);
+  Tensor p = lt::from_vector(pv, {n});
+  const Tensor g = lt::from_vector(gv, {n});
+  settle();
+
+  p.add_(g, -0.1);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(lt::last_step_stats().outputs, 1);
+  EXPECT_EQ(lt::last_step_stats().donated_buffers, 1);
+  EXPECT_EQ(counter("DeviceAllocation"), 0);
+  std::vector<double> want(pv.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = pv[i] - 0.1 * gv[i];
+  expect_close(p.to_vector<double>(), want, kF32);
+}
+
+TEST_F(GraphExecutorTest, CompileCacheEvictsBeyondItsSize) {
+  const Restore restore([size = lt::compile_cache_size()] { lt::set_compile_cache_size(size); });
+  lt::set_compile_cache_size(2);
+  std::vector<Tensor> ts;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t n = fresh_size();
+    ts.push_back(lt::from_vector(values(n), {n}));
+  }
+  settle();
+
+  // Three graphs through a cache of two: the first is gone when it comes back.
+  for (int i : {0, 1, 2, 0}) {
+    ts[i].add_(1.0);
+    lt::mark_step();
+  }
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("UncachedCompile"), 4);
+  EXPECT_EQ(counter("CachedCompile"), 0);
+  EXPECT_LE(lt::compile_cache_entries(), 2u);
+
+  // The most recent graph is still cached.
+  ts[0].add_(1.0);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("CachedCompile"), 1);
+}
+
+TEST_F(GraphExecutorTest, CompilesPerStepHasOneEntryPerLaunchingStep) {
+  const int64_t n = fresh_size();
+  const int64_t m = fresh_size();
+  Tensor x = lt::from_vector(values(n), {n});
+  Tensor y = lt::from_vector(values(m), {m});
+  settle();
+  const size_t before = lt::compiles_per_step().size();
+
+  x.add_(1.0);
+  lt::mark_step();  // a miss
+  x.add_(1.0);
+  lt::mark_step();  // a hit
+  lt::mark_step();  // launches nothing
+  y.mul_(2.0);
+  lt::mark_step();  // a new graph
+  lt::wait_device_ops();
+  const std::vector<int64_t> per_step = lt::compiles_per_step();
+  ASSERT_EQ(per_step.size(), before + 3);
+  EXPECT_EQ(std::vector<int64_t>(per_step.end() - 3, per_step.end()),
+            (std::vector<int64_t>{1, 0, 1}));
+}
+
+}  // namespace

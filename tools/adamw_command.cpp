@@ -1,0 +1,270 @@
+#include "adamw_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "lazytensor/lazytensor.h"
+#include "roofline.h"
+
+namespace lt::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+std::map<std::string, int64_t> counters() {
+  std::map<std::string, int64_t> out;
+  for (const auto& name : metrics::counter_names()) out[name] = metrics::counter_value(name);
+  return out;
+}
+
+int64_t delta(const std::map<std::string, int64_t>& after, const std::map<std::string, int64_t>& before,
+              const std::string& name) {
+  auto a = after.find(name);
+  auto b = before.find(name);
+  return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
+}
+
+struct RunResult {
+  std::string policy;
+  int64_t params = 0, tensors = 0;
+  std::vector<double> step_seconds, trace_seconds;
+  std::vector<int64_t> sync_transfers, compiles, ops;
+  std::map<std::string, int64_t> counters_total, counters_after_first;
+  double host_wait_per_step = 0;
+  double roofline_gbs = 0, effective_gbs = 0, roofline_fraction = 0;
+  int64_t peak_device_bytes = 0;
+};
+
+void write_raw(const std::filesystem::path& path, const std::vector<float>& values) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  if (!out) throw Error("adamw --dump: cannot write " + path.string());
+}
+
+RunResult run_once(const AdamWCommandOptions& o, ScalarPolicy policy) {
+  set_scalar_policy(policy);
+  RunResult r;
+  r.policy = scalar_policy_name(policy);
+  const auto specs = models::parameter_shapes(o.model);
+  r.tensors = static_cast<int64_t>(specs.size());
+  r.params = models::parameter_count(specs);
+
+  // Parameters ~ N(0, 0.02^2) and gradients ~ N(0, 1e-6), reproducible by seed.
+  optim::ParamGroup<optim::AdamWOptions> group;
+  group.options.lr = o.lr;
+  group.options.weight_decay = o.weight_decay;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    group.params.push_back(randn(specs[i].shape, 2 * i + 1).mul_(0.02));
+    group.grads.push_back(randn(specs[i].shape, 2 * i + 2).mul_(1e-3));
+  }
+  mark_step();
+  wait_device_ops();
+  std::vector<std::vector<float>> initial_params;
+  if (!o.dump_dir.empty()) {
+    for (const Tensor& p : group.params) initial_params.push_back(p.to_vector());
+  }
+  optim::AdamW optimizer({group});
+  auto schedule = optim::make_schedule(o.schedule, o.warmup < 0 ? o.steps / 10 : o.warmup, o.steps);
+  std::vector<Tensor>& params = optimizer.groups()[0].params;
+  std::vector<Tensor>& grads = optimizer.groups()[0].grads;
+  auto one_step = [&](int64_t step) {
+    optimizer.set_lr(schedule->lr(o.lr, step));
+    if (o.clip_norm > 0) clip_grad_norm_(grads, o.clip_norm);
+    optimizer.step();
+    mark_step();
+  };
+
+  metrics::reset();
+  reset_peak_device_memory();
+  if (!o.trace_path.empty()) {
+    profiler::start();
+    profiler::set_thread_name("host (tracing)");
+  }
+  std::vector<DeviceEvent> events{record_event()};
+  auto before = counters();
+  for (int step = 1; step <= o.steps; ++step) {
+    const auto start = Clock::now();
+    {
+      profiler::Scope span("trace step", "host");
+      one_step(step - 1);
+    }
+    r.trace_seconds.push_back(seconds_since(start));
+    events.push_back(record_event());
+    auto now = counters();
+    r.sync_transfers.push_back(delta(now, before, "TransferToDeviceSync"));
+    r.compiles.push_back(delta(now, before, "UncachedCompile"));
+    r.ops.push_back(delta(now, before, "TracedOps"));
+    if (step == 1) r.counters_after_first = now;
+    before = now;
+    if (!o.quiet) {
+      std::fprintf(stderr, "\r  %-8s step %d/%d", r.policy.c_str(), step, o.steps);
+      std::fflush(stderr);
+    }
+  }
+  wait_device_ops();
+  if (!o.quiet) std::fprintf(stderr, "\n");
+  for (size_t k = 1; k < events.size(); ++k) {
+    r.step_seconds.push_back(events[k].seconds_since(events[k - 1]));
+  }
+  r.counters_total = counters();
+  for (auto& [name, value] : r.counters_after_first) value = r.counters_total[name] - value;
+  r.host_wait_per_step = metrics::timer_stats("HostWaitTime").total_seconds / o.steps;
+  r.peak_device_bytes = device_memory_stats().peak_bytes;
+  if (!o.trace_path.empty()) {
+    profiler::stop();
+    profiler::write_chrome_trace(o.trace_path);
+  }
+
+  if (!o.dump_dir.empty()) {
+    namespace fs = std::filesystem;
+    fs::create_directories(o.dump_dir);
+    json manifest = {{"model", o.model}, {"steps", o.steps}, {"lr", o.lr}, {"beta1", 0.9},
+                     {"beta2", 0.999}, {"eps", 1e-6}, {"weight_decay", o.weight_decay},
+                     {"tensors", json::array()}};
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string stem = "t" + std::to_string(i);
+      write_raw(fs::path(o.dump_dir) / (stem + ".param"), initial_params[i]);
+      write_raw(fs::path(o.dump_dir) / (stem + ".grad"), grads[i].to_vector());
+      write_raw(fs::path(o.dump_dir) / (stem + ".param_after"), params[i].to_vector());
+      manifest["tensors"].push_back({{"name", specs[i].name}, {"shape", specs[i].shape.to_vector()},
+                                     {"param", stem + ".param"}, {"grad", stem + ".grad"},
+                                     {"param_after", stem + ".param_after"}});
+    }
+    std::ofstream(fs::path(o.dump_dir) / "manifest.json") << manifest.dump(2);
+  }
+
+  // Effective bandwidth against the roofline, measured in pairs: one step alone on the device,
+  // then one roofline pass over arrays of the same total size.
+  if (o.roofline_steps > 0) {
+    const int64_t n = r.params;
+    std::vector<float> rp(n, 1.0f), rg(n, 1e-3f), rm(n, 0.0f), rv(n, 0.0f);
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);  // first touch
+    std::vector<double> ratios, step_device, roof;
+    for (int k = 0; k < o.roofline_steps; ++k) {
+      const double exec_before = metrics::timer_stats("ExecuteTime").total_seconds;
+      one_step(o.steps + k);
+      wait_device_ops();
+      const double device_seconds = metrics::timer_stats("ExecuteTime").total_seconds - exec_before;
+      const double roof_seconds = roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);
+      step_device.push_back(device_seconds);
+      roof.push_back(roof_seconds);
+      ratios.push_back(roof_seconds / device_seconds);
+    }
+    const double bytes = 28.0 * static_cast<double>(n);
+    r.roofline_gbs = bytes / median(roof) / 1e9;
+    r.effective_gbs = bytes / median(step_device) / 1e9;
+    r.roofline_fraction = median(ratios);
+  }
+  return r;
+}
+
+json to_json(const AdamWCommandOptions& o, const RunResult& r) {
+  std::vector<double> after_first(r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()),
+                                  r.step_seconds.end());
+  std::vector<double> trace_after_first(
+      r.trace_seconds.begin() + std::min<size_t>(1, r.trace_seconds.size()), r.trace_seconds.end());
+  return {{"model", o.model},
+          {"params", r.params},
+          {"tensors", r.tensors},
+          {"steps", o.steps},
+          {"scalar_policy", r.policy},
+          {"schedule", o.schedule},
+          {"clip_norm", o.clip_norm},
+          {"kernel_compiler", kernel_compiler()},
+          {"step_seconds", r.step_seconds},
+          {"step_seconds_median", median(after_first)},
+          {"trace_seconds", r.trace_seconds},
+          {"trace_seconds_median", median(trace_after_first)},
+          {"ops_per_step", r.ops.empty() ? 0 : r.ops.back()},
+          {"sync_transfers_per_step", r.sync_transfers},
+          {"compiles_per_step", r.compiles},
+          {"host_wait_seconds_per_step", r.host_wait_per_step},
+          {"roofline_gbs", r.roofline_gbs},
+          {"effective_gbs", r.effective_gbs},
+          {"roofline_fraction", r.roofline_fraction},
+          {"peak_device_bytes", r.peak_device_bytes},
+          {"counters", r.counters_total},
+          {"counters_after_first_step", r.counters_after_first}};
+}
+
+void print_steps(const RunResult& r) {
+  std::printf("%6s %12s %12s %10s %10s %8s\n", "step", "step (ms)", "trace (ms)", "ops",
+              "sync xfer", "compiles");
+  for (size_t k = 0; k < r.step_seconds.size(); ++k) {
+    std::printf("%6zu %12.2f %12.2f %10lld %10lld %8lld\n", k + 1, r.step_seconds[k] * 1e3,
+                r.trace_seconds[k] * 1e3, static_cast<long long>(r.ops[k]),
+                static_cast<long long>(r.sync_transfers[k]), static_cast<long long>(r.compiles[k]));
+  }
+}
+
+}  // namespace
+
+int run_adamw_command(const AdamWCommandOptions& o) {
+  std::vector<ScalarPolicy> policies;
+  if (o.compare) {
+    policies = {ScalarPolicy::uncached, ScalarPolicy::cached, ScalarPolicy::constant,
+                ScalarPolicy::argument};
+  } else {
+    policies = {parse_scalar_policy(o.scalars)};
+  }
+  const auto specs = models::parameter_shapes(o.model);
+  std::printf("HF AdamW on %s: %zu tensors, %lld parameters, %d steps, schedule %s%s, kernels: %s\n",
+              o.model.c_str(), specs.size(), static_cast<long long>(models::parameter_count(specs)),
+              o.steps, o.schedule.c_str(), o.clip_norm > 0 ? ", grad clipping" : "",
+              kernel_compiler().c_str());
+  std::vector<RunResult> results;
+  json runs = json::array();
+  for (ScalarPolicy policy : policies) {
+    results.push_back(run_once(o, policy));
+    runs.push_back(to_json(o, results.back()));
+    if (!o.compare) {
+      print_steps(results.back());
+      std::printf("\n%s", metrics::report().c_str());
+    }
+  }
+  std::printf("\n%-10s %12s %12s %12s %14s %12s %12s %10s\n", "policy", "step (ms)", "trace (ms)",
+              "sync xfer/st", "compiles>st1", "wait (ms/st)", "eff. GB/s", "roofline");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const json& j = runs[i];
+    int64_t later_compiles = 0, later_sync = 0;
+    for (size_t k = 1; k < results[i].compiles.size(); ++k) {
+      later_compiles += results[i].compiles[k];
+      later_sync += results[i].sync_transfers[k];
+    }
+    const double sync_per_step =
+        results[i].compiles.size() > 1 ? double(later_sync) / (results[i].compiles.size() - 1) : 0;
+    std::printf("%-10s %12.2f %12.2f %12.1f %14lld %12.2f %12.1f %9.2f\n",
+                results[i].policy.c_str(), j["step_seconds_median"].get<double>() * 1e3,
+                j["trace_seconds_median"].get<double>() * 1e3, sync_per_step,
+                static_cast<long long>(later_compiles), results[i].host_wait_per_step * 1e3,
+                results[i].effective_gbs, results[i].roofline_fraction);
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << (o.compare ? json{{"runs", runs}} : runs[0]).dump(2);
+    if (!out) throw Error("adamw --json: cannot write " + o.json_path);
+  }
+  return 0;
+}
+
+}  // namespace lt::tools
