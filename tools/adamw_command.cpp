@@ -24,11 +24,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 std::map<std::string, int64_t> counters() {
   std::map<std::string, int64_t> out;
@@ -43,16 +38,6 @@ int64_t delta(const std::map<std::string, int64_t>& after, const std::map<std::s
   return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
 }
 
-struct RunResult {
-  std::string policy;
-  int64_t params = 0, tensors = 0;
-  std::vector<double> step_seconds, trace_seconds;
-  std::vector<int64_t> sync_transfers, compiles, ops;
-  std::map<std::string, int64_t> counters_total, counters_after_first;
-  double host_wait_per_step = 0;
-  double roofline_gbs = 0, effective_gbs = 0, roofline_fraction = 0;
-  int64_t peak_device_bytes = 0;
-};
 
 void write_raw(const std::filesystem::path& path, const std::vector<float>& values) {
   std::ofstream out(path, std::ios::binary);
@@ -60,11 +45,13 @@ void write_raw(const std::filesystem::path& path, const std::vector<float>& valu
   if (!out) throw Error("adamw --dump: cannot write " + path.string());
 }
 
-RunResult run_once(const AdamWCommandOptions& o, ScalarPolicy policy) {
+}  // namespace
+
+RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
+                    const std::vector<models::ParameterSpec>& specs) {
   set_scalar_policy(policy);
   RunResult r;
   r.policy = scalar_policy_name(policy);
-  const auto specs = models::parameter_shapes(o.model);
   r.tensors = static_cast<int64_t>(specs.size());
   r.params = models::parameter_count(specs);
 
@@ -99,6 +86,7 @@ RunResult run_once(const AdamWCommandOptions& o, ScalarPolicy policy) {
     profiler::start();
     profiler::set_thread_name("host (tracing)");
   }
+  const double host_wait_before = metrics::timer_stats("HostWaitTime").total_seconds;
   std::vector<DeviceEvent> events{record_event()};
   auto before = counters();
   for (int step = 1; step <= o.steps; ++step) {
@@ -120,6 +108,8 @@ RunResult run_once(const AdamWCommandOptions& o, ScalarPolicy policy) {
       std::fflush(stderr);
     }
   }
+  r.host_wait_per_step =
+      (metrics::timer_stats("HostWaitTime").total_seconds - host_wait_before) / o.steps;
   wait_device_ops();
   if (!o.quiet) std::fprintf(stderr, "\n");
   for (size_t k = 1; k < events.size(); ++k) {
@@ -127,7 +117,6 @@ RunResult run_once(const AdamWCommandOptions& o, ScalarPolicy policy) {
   }
   r.counters_total = counters();
   for (auto& [name, value] : r.counters_after_first) value = r.counters_total[name] - value;
-  r.host_wait_per_step = metrics::timer_stats("HostWaitTime").total_seconds / o.steps;
   r.peak_device_bytes = device_memory_stats().peak_bytes;
   if (!o.trace_path.empty()) {
     profiler::stop();
@@ -178,6 +167,8 @@ RunResult run_once(const AdamWCommandOptions& o, ScalarPolicy policy) {
   return r;
 }
 
+namespace {
+
 json to_json(const AdamWCommandOptions& o, const RunResult& r) {
   std::vector<double> after_first(r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()),
                                   r.step_seconds.end());
@@ -219,6 +210,12 @@ void print_steps(const RunResult& r) {
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 int run_adamw_command(const AdamWCommandOptions& o) {
   std::vector<ScalarPolicy> policies;
   if (o.compare) {
@@ -235,7 +232,7 @@ int run_adamw_command(const AdamWCommandOptions& o) {
   std::vector<RunResult> results;
   json runs = json::array();
   for (ScalarPolicy policy : policies) {
-    results.push_back(run_once(o, policy));
+    results.push_back(run_adamw(o, policy, specs));
     runs.push_back(to_json(o, results.back()));
     if (!o.compare) {
       print_steps(results.back());

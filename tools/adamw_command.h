@@ -1,5 +1,11 @@
 #pragma once
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
+
+#include "lazytensor/models.h"
+#include "lazytensor/runtime.h"
 
 namespace lt::tools {
 
@@ -17,6 +23,23 @@ struct AdamWCommandOptions {
   bool quiet = false;
   std::string json_path, trace_path, dump_dir;
 };
+
+// What one run of AdamW steps measured.
+struct RunResult {
+  std::string policy;
+  int64_t params = 0, tensors = 0;
+  std::vector<double> step_seconds, trace_seconds;
+  std::vector<int64_t> sync_transfers, compiles, ops;
+  std::map<std::string, int64_t> counters_total, counters_after_first;
+  double host_wait_per_step = 0;
+  double roofline_gbs = 0, effective_gbs = 0, roofline_fraction = 0;
+  int64_t peak_device_bytes = 0;
+};
+
+// Runs the steps of `o` over `specs` under one scalar policy.
+RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
+                    const std::vector<models::ParameterSpec>& specs);
+double median(std::vector<double> values);
 
 // `lazytensor adamw`: HuggingFace AdamW steps over a model's parameter shapes.
 int run_adamw_command(const AdamWCommandOptions& options);

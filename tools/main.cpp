@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adamw_command.h"
+#include "scaling_command.h"
 #include "lazytensor/lazytensor.h"
 
 namespace {
@@ -79,11 +80,25 @@ int main(int argc, char** argv) {
   adamw->add_option("--dump", adamw_options.dump_dir,
                     "write starting parameters, gradients and final parameters (raw f32) here");
 
+  lt::tools::ScalingCommandOptions scaling_options;
+  auto* scaling = app.add_subcommand(
+      "scaling", "scalar policies against the number of parameter tensors (HF AdamW)");
+  scaling->add_option("--tensors", scaling_options.tensor_counts, "numbers of tensors to try")
+      ->capture_default_str();
+  scaling->add_option("--size", scaling_options.tensor_size, "elements per tensor")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  scaling->add_option("--steps", scaling_options.steps, "steps per run (at least 3)")
+      ->check(CLI::Range(3, 1000000))
+      ->capture_default_str();
+  scaling->add_option("--json", scaling_options.json_path, "write the table as JSON");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return run_demo(demo_steps);
     if (*params) return run_params(params_model);
     if (*adamw) return lt::tools::run_adamw_command(adamw_options);
+    if (*scaling) return lt::tools::run_scaling_command(scaling_options);
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytensor: %s\n", e.what());
     return 1;

@@ -18,9 +18,9 @@ import numpy as np
 HPARAM_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay")
 DEFAULT_HPARAMS = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-6, "weight_decay": 0.01}
 
-# BERT configs (HF BertModel, no heads). tiny is ours, for quick runs of the peers.
+# BERT configs (HF BertModel, no heads); tiny is lazytensor's test model.
 BERT_CONFIGS = {
-    "tiny": dict(vocab=512, positions=64, hidden=32, intermediate=64, layers=2),
+    "tiny": dict(vocab=1000, positions=64, hidden=64, intermediate=256, layers=2),
     "bert-base": dict(vocab=30522, positions=512, hidden=768, intermediate=3072, layers=12),
     "bert-large": dict(vocab=30522, positions=512, hidden=1024, intermediate=4096, layers=24),
 }
@@ -158,6 +158,8 @@ def time_steps(step, steps, counters=None):
         start = time.perf_counter()
         step(t)
         seconds.append(time.perf_counter() - start)
+        # Progress for the driver: a peer killed for time or memory still tells how far it got.
+        print(f"step {t}: {seconds[-1]:.4f} s", file=sys.stderr, flush=True)
         if t == 1 and counters:
             first = counters()
     if not counters:

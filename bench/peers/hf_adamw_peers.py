@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,10 @@ PEERS = [
          "foreach", hf=False),
     Peer("PyTorch (PyPI)", "torch.optim.AdamW fused=True", PEERS_PY, "peer_torch.py",
          "fused", hf=False),
-    Peer("PyTorch (PyPI)", "torch.compile, HF step", PEERS_PY, "peer_torch_compile.py", "hf"),
+    Peer("PyTorch (PyPI)", "torch.compile, HF step (t a Python int)", PEERS_PY,
+         "peer_torch_compile.py", "hf"),
+    Peer("PyTorch (PyPI)", "torch.compile, step size a 0-d tensor", PEERS_PY,
+         "peer_torch_compile.py", "size-tensor"),
     Peer("JAX", "jit, HF step, donated", PEERS_PY, "peer_jax.py", "hf"),
     Peer("JAX", "optax.adamw, jit, donated", PEERS_PY, "peer_jax.py", "optax", hf=False),
     Peer("torch-xla", "PJRT CPU, HF loop + sync", XLA_PY, "peer_torch_xla.py", "hf"),
@@ -138,6 +142,11 @@ def run_peer(peer, mode, data, steps, args):
             result = {"status": "failed", "error": run["failure"] or "no result written"}
     if run["failure"] and result.get("status") == "ok":
         result = {"status": "failed", "error": run["failure"]}
+    if result["status"] != "ok":
+        done = re.findall(r"^step (\d+): ([\d.]+) s$", run["output"], re.M)
+        if done:
+            result["error"] += (f" (after {len(done)} steps; step times "
+                                f"{', '.join(sec for _, sec in done)} s)")
     result["peak_rss_gib"] = round(run["peak_rss"] / GIB, 2)
     if result["status"] != "ok" and args.verbose:
         print(run["output"][-3000:], file=sys.stderr)
@@ -242,6 +251,15 @@ def table(rows, baseline, dump_note):
     return "\n".join(lines)
 
 
+def cached_shapes(directory):
+    """[[name, shape]] of the timing data already in `directory`, or None."""
+    try:
+        with open(os.path.join(directory, "manifest.json")) as f:
+            return [[t["name"], t["shape"]] for t in json.load(f)["tensors"]]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 # ---- main ------------------------------------------------------------------------------------
 
 def main():
@@ -284,7 +302,7 @@ def main():
           flush=True)
 
     data = args.data_dir or f"/tmp/lazytensor-peers/{args.model}-seed{args.seed}"
-    if not os.path.exists(os.path.join(data, "manifest.json")):
+    if cached_shapes(data) != [[n, list(s)] for n, s in shapes]:
         print(f"writing timing data to {data}", file=sys.stderr)
         common.write_timing_data(data, shapes, args.seed)
 

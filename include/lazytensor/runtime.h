@@ -64,6 +64,11 @@ size_t data_cache_size();
 // disk). "interpreter": the same kernel programs run by a tile interpreter (no compiler needed).
 void set_kernel_compiler(const std::string& name);
 std::string kernel_compiler();
+// Where natively compiled kernels are cached on disk (LT_KERNEL_CACHE_DIR; by default
+// $XDG_CACHE_HOME/lazytensor/kernels or ~/.cache/lazytensor/kernels), and its size bound.
+void set_kernel_cache_dir(const std::string& path);
+std::string kernel_cache_dir();
+void set_kernel_cache_bytes(size_t bytes);
 // With debug on, every compile after the first explains itself on stderr.
 void set_debug(bool enabled);
 bool debug();

@@ -57,7 +57,13 @@ class Backend {
   // Waits for all queued work; throws the first failure since the last call.
   virtual void synchronize() = 0;
 
+  // Records a failure for the next synchronize(), as if a queued task had failed.
+  virtual void report_failure(const std::string& message) = 0;
+
   virtual DeviceMemoryStats memory_stats() const = 0;
+  // Total device memory, and what can still be allocated, in bytes.
+  virtual int64_t memory_capacity() const = 0;
+  virtual int64_t memory_available() const = 0;
   virtual void reset_peak_memory() = 0;
 };
 

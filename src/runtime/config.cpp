@@ -71,6 +71,12 @@ void Config::set_kernel_compiler(const std::string& name) {
   kernel_compiler_ = name;
 }
 
+void Config::set_kernel_cache_dir(const std::string& path) {
+  if (path.empty()) throw Error("set_kernel_cache_dir: the path is empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  kernel_cache_dir_ = path;
+}
+
 std::string Config::kernel_cache_dir() const {
   std::lock_guard<std::mutex> lock(mu_);
   return kernel_cache_dir_;

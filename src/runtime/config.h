@@ -22,6 +22,7 @@ struct Config {
   std::string kernel_compiler() const;
   void set_kernel_compiler(const std::string& name);
   std::string kernel_cache_dir() const;
+  void set_kernel_cache_dir(const std::string& path);
 
  private:
   friend Config& config();

@@ -240,21 +240,36 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
   // can fail happens before any tensor is rebound, so a failure leaves them all pending.
   std::vector<char> taken(graph.inputs.size(), 0);
   int64_t donations = 0;
-  for (size_t o = 0; o < graph.outputs.size(); ++o) {
-    const ir::Node& node = *graph.nodes[graph.outputs[o]];
-    backend::BufferPtr buffer;
-    for (int candidate : exe->donation_candidates[o]) {
-      const DeviceData& data = *graph.nodes[graph.inputs[candidate]]->data;
-      if (allow_donation && !taken[candidate] && data.holders.load() == 0 &&
-          !data.buffer->failed()) {
-        taken[candidate] = 1;
-        buffer = data.buffer;
-        ++donations;
-        break;
+  std::string failure;
+  try {
+    for (size_t o = 0; o < graph.outputs.size(); ++o) {
+      const ir::Node& node = *graph.nodes[graph.outputs[o]];
+      backend::BufferPtr buffer;
+      for (int candidate : exe->donation_candidates[o]) {
+        const DeviceData& data = *graph.nodes[graph.inputs[candidate]]->data;
+        if (allow_donation && !taken[candidate] && data.holders.load() == 0 &&
+            !data.buffer->failed()) {
+          taken[candidate] = 1;
+          buffer = data.buffer;
+          ++donations;
+          break;
+        }
       }
+      if (!buffer) buffer = device.allocate(node.shape.numel() * dtype_size(node.dtype));
+      args.outputs.push_back(std::move(buffer));
     }
-    if (!buffer) buffer = device.allocate(node.shape.numel() * dtype_size(node.dtype));
-    args.outputs.push_back(std::move(buffer));
+  } catch (const Error& e) {
+    // The step cannot run. Its outputs become values that throw when read, the next
+    // wait_device_ops() reports it, and nothing else is affected: later steps still run.
+    failure = "step " + std::to_string(args.step) + " failed: " + e.what();
+    donations = 0;
+    args.outputs.clear();
+    for (size_t o = 0; o < graph.outputs.size(); ++o) {
+      auto failed = std::make_shared<backend::Buffer>(nullptr, 0, nullptr);
+      failed->set_error(failure);
+      args.outputs.push_back(std::move(failed));
+    }
+    device.report_failure(failure);
   }
   donated.add(donations);
 
@@ -281,7 +296,7 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
   st.last_stats.cache_hit = compiles_now == 0;
   st.compiles_per_step.push_back(compiles_now);
 
-  device.execute(exe, std::move(args));
+  if (failure.empty()) device.execute(exe, std::move(args));
   trace_time.record(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
       compile_seconds);

@@ -63,6 +63,11 @@ void set_data_cache_size(size_t entries) { runtime::config().data_cache_size = e
 size_t data_cache_size() { return runtime::config().data_cache_size; }
 void set_kernel_compiler(const std::string& name) { runtime::config().set_kernel_compiler(name); }
 std::string kernel_compiler() { return runtime::config().kernel_compiler(); }
+void set_kernel_cache_dir(const std::string& path) {
+  runtime::config().set_kernel_cache_dir(path);
+}
+std::string kernel_cache_dir() { return runtime::config().kernel_cache_dir(); }
+void set_kernel_cache_bytes(size_t bytes) { runtime::config().kernel_cache_bytes = bytes; }
 void set_debug(bool enabled) { runtime::config().debug = enabled; }
 bool debug() { return runtime::config().debug; }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/backend.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
@@ -29,6 +30,17 @@ void check_shape(const char* op, const Shape& shape) {
       throw Error(std::string(op) + ": shape " + shape.str() + " has too many elements");
     }
     n *= dim;
+  }
+}
+
+void check_fits(const char* op, const Shape& shape, DType dtype) {
+  const backend::Backend& device = backend::default_backend();
+  const double bytes = static_cast<double>(shape.numel()) * static_cast<double>(dtype_size(dtype));
+  if (bytes > static_cast<double>(device.memory_capacity())) {
+    throw Error(std::string(op) + ": a result of shape " + shape.str() + " and dtype " +
+                dtype_name(dtype) + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
+                " bytes, more than the device has (" + std::to_string(device.memory_capacity()) +
+                " bytes in all, " + std::to_string(device.memory_available()) + " free)");
   }
 }
 
@@ -104,6 +116,7 @@ ir::NodePtr elementwise(const char* op, ir::OpKind kind,
   Shape shape = (*operands.begin())->shape;
   for (const ir::NodePtr& operand : operands) shape = broadcast_shapes(op, shape, operand->shape);
   const DType dtype = result_dtype(operands);
+  check_fits(op, shape, dtype);
   ir::NodePtr cast_operands[3];
   int n = 0;
   for (const ir::NodePtr& operand : operands) cast_operands[n++] = cast(operand, dtype);
@@ -114,6 +127,7 @@ ir::NodePtr elementwise(const char* op, ir::OpKind kind,
 }
 
 ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape) {
+  check_fits(op, shape, value->dtype);
   if (broadcast_shapes(op, shape, value->shape) != shape) {
     throw Error(std::string(op) + ": a value of shape " + value->shape.str() +
                 " cannot be broadcast to shape " + shape.str());

@@ -161,6 +161,13 @@ class CpuBackend final : public Backend {
     if (!failure.empty()) throw Error("wait_device_ops: " + failure);
   }
 
+  void report_failure(const std::string& message) override { stream_.record_failure(message); }
+
+  int64_t memory_capacity() const override {
+    return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  }
+  int64_t memory_available() const override { return available_memory(); }
+
   DeviceMemoryStats memory_stats() const override {
     return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
   }

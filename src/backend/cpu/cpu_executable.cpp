@@ -198,11 +198,21 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
   if (scratch.tiles.size() < (num_in + 1) * kTileElements) {
     scratch.tiles.resize((num_in + 1) * kTileElements);
   }
+  // A value broadcast everywhere is the same in every tile: fill its tile once.
+  for (size_t i = 0; i < num_in; ++i) {
+    const InputAccess& in = inst.inputs[i];
+    if (in.uniform && !in.direct) {
+      double* tile = scratch.tiles.data() + i * kTileElements;
+      gather(in, inst, slots[in.slot], in.elem_size, 0, kTileElements, tile);
+      scratch.inputs[i] = tile;
+    }
+  }
   // Points input i at linear iteration positions [pos, pos + n), gathering if needed.
   auto bind_inputs = [&](int64_t pos, int64_t n) {
     for (size_t i = 0; i < num_in; ++i) {
       const InputAccess& in = inst.inputs[i];
       const char* base = static_cast<const char*>(slots[in.slot]);
+      if (in.uniform && !in.direct) continue;
       if (in.direct) {
         scratch.inputs[i] = base + pos * in.elem_size;
       } else {
@@ -339,6 +349,8 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
         access.elem_size = dtype_size(graph.nodes[kernel.input_nodes[i]]->dtype);
         std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
         access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
+        access.uniform =
+            std::all_of(access.strides, access.strides + inst.rank, [](int64_t s) { return s == 0; });
         inst.all_direct = inst.all_direct && access.direct;
         if (access.slot < exe->num_inputs) ++reads[access.slot];
         inst.inputs.push_back(access);

@@ -16,6 +16,7 @@ namespace lt::backend::cpu {
 struct InputAccess {
   int slot = 0;
   bool direct = false;
+  bool uniform = false;  // one element broadcast everywhere (a rank-0 value)
   size_t elem_size = 4;
   int64_t strides[Shape::kMaxRank] = {};  // in elements, over the iteration space
 };

@@ -1,0 +1,485 @@
+// Optimizers, learning-rate schedules and clip_grad_norm_ against double-precision reference
+// loops written here, and what an optimizer step costs: compiles, transfers and reads.
+#include <gtest/gtest.h>
+#include <lazytensor/lazytensor.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using lt::Shape;
+using lt::Tensor;
+using lt::optim::AdamW;
+using lt::optim::AdamWOptions;
+using lt::optim::ParamGroup;
+using lt::optim::SGD;
+using lt::optim::SGDOptions;
+using Vec = std::vector<double>;
+
+// The interpreter compiles in no time; the native compiler has its own test.
+class InterpreterEnvironment : public testing::Environment {
+ public:
+  void SetUp() override { lt::set_kernel_compiler("interpreter"); }
+};
+[[maybe_unused]] testing::Environment* const kInterpreter =
+    testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
+
+struct Tol {
+  double rtol;
+  double atol;
+};
+constexpr Tol kF32{1e-5, 1e-5};
+// For values far below 1 (second moments), where an absolute tolerance would hide any error.
+constexpr Tol kRelative{1e-5, 1e-12};
+
+// One failure naming the first mismatch and the count, rather than one failure per element.
+void expect_close(const Vec& got, const Vec& want, Tol tol) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0;
+  size_t first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    // Written so that a NaN on either side is a mismatch.
+    if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
+    if (bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
+                     << want[first];
+}
+
+Vec widen(const std::vector<float>& values) {
+  return {values.begin(), values.end()};
+}
+
+int64_t counter(const char* name) {
+  return lt::metrics::counter_value(name);
+}
+
+// A size no earlier graph in this process has used, so that a test's first compile is a cache
+// miss whatever ran before it.
+int64_t fresh_size() {
+  static int64_t next = 1000;
+  return next++;
+}
+
+// The message of the lt::Error that `op` throws; a failure if it throws something else or
+// nothing.
+std::string error_message(const std::function<void()>& op) {
+  try {
+    op();
+  } catch (const lt::Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw something other than lt::Error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << "\"" << part << "\" not in: " << message;
+  }
+}
+
+// Runs `restore` when a test ends, pass or fail: the settings it changes are process-wide.
+class Restore {
+ public:
+  explicit Restore(std::function<void()> restore) : restore_(std::move(restore)) {}
+  ~Restore() { restore_(); }
+  Restore(const Restore&) = delete;
+  Restore& operator=(const Restore&) = delete;
+
+ private:
+  std::function<void()> restore_;
+};
+
+// One parameter's reference state, in double precision.
+struct RefParam {
+  explicit RefParam(Vec start) : p(std::move(start)) {}
+  Vec p, m, v, max_v;
+  int64_t step = 0;
+};
+
+// transformers 4.6.0 AdamW.step for one parameter.
+void hf_adamw_ref(RefParam& s, const Vec& g, const AdamWOptions& o) {
+  if (s.step == 0) s.m = s.v = Vec(s.p.size(), 0.0);
+  const double t = static_cast<double>(++s.step);
+  double step_size = o.lr;
+  if (o.correct_bias) {
+    step_size *= std::sqrt(1 - std::pow(o.beta2, t)) / (1 - std::pow(o.beta1, t));
+  }
+  for (size_t i = 0; i < s.p.size(); ++i) {
+    s.m[i] = s.m[i] * o.beta1 + g[i] * (1 - o.beta1);
+    s.v[i] = s.v[i] * o.beta2 + g[i] * g[i] * (1 - o.beta2);
+    s.p[i] -= step_size * s.m[i] / (std::sqrt(s.v[i]) + o.eps);
+    if (o.weight_decay > 0) s.p[i] += s.p[i] * (-o.lr * o.weight_decay);
+  }
+}
+
+// torch.optim.AdamW.step for one parameter.
+void torch_adamw_ref(RefParam& s, const Vec& g, const AdamWOptions& o) {
+  if (s.step == 0) s.m = s.v = s.max_v = Vec(s.p.size(), 0.0);
+  const double t = static_cast<double>(++s.step);
+  const double bias_correction1 = 1 - std::pow(o.beta1, t);
+  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
+  for (size_t i = 0; i < s.p.size(); ++i) {
+    s.p[i] *= 1 - o.lr * o.weight_decay;
+    s.m[i] += (g[i] - s.m[i]) * (1 - o.beta1);
+    s.v[i] = o.beta2 * s.v[i] + (1 - o.beta2) * g[i] * g[i];
+    s.max_v[i] = std::max(s.max_v[i], s.v[i]);
+    const double denom = std::sqrt(o.amsgrad ? s.max_v[i] : s.v[i]) / bias_correction2_sqrt + o.eps;
+    s.p[i] -= o.lr / bias_correction1 * s.m[i] / denom;
+  }
+}
+
+// torch.optim.SGD.step for one parameter; `buf` stays empty until the first momentum step.
+void sgd_ref(Vec& p, Vec& buf, const Vec& g, const SGDOptions& o) {
+  const bool first = buf.empty();
+  if (o.momentum != 0 && first) buf.resize(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    double d = g[i] + o.weight_decay * p[i];
+    if (o.momentum != 0) {
+      buf[i] = first ? d : o.momentum * buf[i] + (1 - o.dampening) * d;
+      d = o.nesterov ? d + o.momentum * buf[i] : buf[i];
+    }
+    p[i] -= o.lr * d;
+  }
+}
+
+class OptimTest : public testing::Test {
+ protected:
+  void SetUp() override { settle(); }
+
+  // Finishes everything launched so far and zeroes the counters, so that a test counts only
+  // what follows.
+  static void settle() {
+    lt::mark_step();
+    lt::wait_device_ops();
+    lt::metrics::reset();
+  }
+
+  // Values in [lo, hi), representable in f32 so that references start from exactly what the
+  // tensors hold.
+  std::vector<float> values(int64_t n, double lo = -1, double hi = 1) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<float> out(static_cast<size_t>(n));
+    for (float& v : out) v = static_cast<float>(dist(gen_));
+    return out;
+  }
+
+  // Two groups of parameters with per-group options; every step draws new gradients scaled by
+  // the step's entry of `grad_scales`. Compares parameters and optimizer state with the
+  // reference at the end.
+  void check_adamw(AdamW::Flavor flavor, const std::vector<AdamWOptions>& options,
+                   const std::vector<double>& grad_scales) {
+    const std::vector<std::vector<Shape>> shapes = {{{3, 17}, {40}}, {{5, 7}}};
+    ASSERT_EQ(options.size(), shapes.size());
+    std::vector<ParamGroup<AdamWOptions>> groups(shapes.size());
+    std::vector<std::vector<RefParam>> ref(shapes.size());
+    for (size_t g = 0; g < shapes.size(); ++g) {
+      groups[g].options = options[g];
+      for (const Shape& shape : shapes[g]) {
+        const std::vector<float> pv = values(shape.numel());
+        groups[g].params.push_back(lt::from_vector(pv, shape));
+        groups[g].grads.push_back(lt::zeros(shape));
+        ref[g].emplace_back(widen(pv));
+      }
+    }
+    // The caller's handles, as a model keeps them: the optimizer updates them in place.
+    std::vector<std::vector<Tensor>> params;
+    for (const auto& group : groups) params.push_back(group.params);
+    AdamW optimizer(std::move(groups), flavor);
+    EXPECT_EQ(optimizer.flavor(), flavor);
+    EXPECT_EQ(optimizer.state(0, 0).step, 0);
+    EXPECT_FALSE(optimizer.state(0, 0).exp_avg.defined());
+
+    const auto reference = flavor == AdamW::Flavor::huggingface ? hf_adamw_ref : torch_adamw_ref;
+    for (double scale : grad_scales) {
+      for (size_t g = 0; g < shapes.size(); ++g) {
+        for (size_t i = 0; i < shapes[g].size(); ++i) {
+          const std::vector<float> gv = values(shapes[g][i].numel(), -scale, scale);
+          optimizer.groups()[g].grads[i] = lt::from_vector(gv, shapes[g][i]);
+          reference(ref[g][i], widen(gv), options[g]);
+        }
+      }
+      optimizer.step();
+      lt::mark_step();
+    }
+    lt::wait_device_ops();
+
+    for (size_t g = 0; g < shapes.size(); ++g) {
+      for (size_t i = 0; i < shapes[g].size(); ++i) {
+        SCOPED_TRACE("group " + std::to_string(g) + ", parameter " + std::to_string(i));
+        expect_close(params[g][i].to_vector<double>(), ref[g][i].p, kF32);
+        const AdamW::State& state = optimizer.state(g, i);
+        EXPECT_EQ(state.step, static_cast<int64_t>(grad_scales.size()));
+        ASSERT_TRUE(state.exp_avg.defined());
+        ASSERT_TRUE(state.exp_avg_sq.defined());
+        EXPECT_EQ(state.exp_avg.shape(), shapes[g][i]);
+        EXPECT_EQ(state.exp_avg_sq.shape(), shapes[g][i]);
+        expect_close(state.exp_avg.to_vector<double>(), ref[g][i].m, kF32);
+        expect_close(state.exp_avg_sq.to_vector<double>(), ref[g][i].v, kRelative);
+        if (flavor == AdamW::Flavor::torch && options[g].amsgrad) {
+          ASSERT_TRUE(state.max_exp_avg_sq.defined());
+          EXPECT_EQ(state.max_exp_avg_sq.shape(), shapes[g][i]);
+          expect_close(state.max_exp_avg_sq.to_vector<double>(), ref[g][i].max_v, kRelative);
+          // The gradients shrink, so the running maximum must have mattered.
+          EXPECT_NE(ref[g][i].max_v, ref[g][i].v);
+        }
+      }
+    }
+  }
+
+ private:
+  static uint32_t draw_seed() {
+    const char* fixed = std::getenv("LT_TEST_SEED");
+    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
+  }
+
+  const uint32_t seed_ = draw_seed();
+  std::mt19937 gen_{seed_};
+  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
+};
+
+TEST_F(OptimTest, HuggingFaceAdamWMatchesReference) {
+  for (bool correct_bias : {true, false}) {
+    for (double weight_decay : {0.0, 0.1}) {
+      SCOPED_TRACE("correct_bias " + std::to_string(correct_bias) + ", weight_decay " +
+                   std::to_string(weight_decay));
+      // The second group differs in lr, weight decay and an eps large enough to matter.
+      check_adamw(AdamW::Flavor::huggingface,
+                  {{.lr = 0.05, .weight_decay = weight_decay, .correct_bias = correct_bias},
+                   {.lr = 0.02,
+                    .eps = 1e-3,
+                    .weight_decay = 3 * weight_decay,
+                    .correct_bias = correct_bias}},
+                  {1, 1, 1, 1, 1});
+    }
+  }
+}
+
+TEST_F(OptimTest, TorchAdamWMatchesReference) {
+  for (bool amsgrad : {false, true}) {
+    SCOPED_TRACE("amsgrad " + std::to_string(amsgrad));
+    // With beta2 = 0.9 and gradients that shrink by 100x, the second moment falls and the
+    // amsgrad maximum departs from it.
+    check_adamw(AdamW::Flavor::torch,
+                {{.lr = 0.05, .beta2 = 0.9, .weight_decay = 0.1, .amsgrad = amsgrad},
+                 {.lr = 0.02, .beta2 = 0.9, .eps = 1e-3, .weight_decay = 0.0, .amsgrad = amsgrad}},
+                {1, 0.01, 1, 0.01, 0.001});
+  }
+}
+
+TEST_F(OptimTest, SGDMatchesReference) {
+  // One group per configuration, so that one optimizer covers them all.
+  const std::vector<SGDOptions> options = {
+      {.lr = 0.1},
+      {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01},
+      {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true},
+      {.lr = 0.2, .momentum = 0.5, .dampening = 0.5},
+  };
+  const Shape shape{6, 7};
+  std::vector<ParamGroup<SGDOptions>> groups;
+  std::vector<Tensor> params, grads;
+  std::vector<Vec> ref_p, ref_buf(options.size());
+  for (const SGDOptions& o : options) {
+    const std::vector<float> pv = values(shape.numel());
+    params.push_back(lt::from_vector(pv, shape));
+    grads.push_back(lt::zeros(shape));
+    groups.push_back({.params = {params.back()}, .grads = {grads.back()}, .options = o});
+    ref_p.push_back(widen(pv));
+  }
+  SGD optimizer(std::move(groups));
+  for (int step = 0; step < 4; ++step) {
+    for (size_t g = 0; g < options.size(); ++g) {
+      const std::vector<float> gv = values(shape.numel());
+      // In place, as autograd writes .grad: the optimizer holds the same tensor.
+      grads[g].copy_(lt::from_vector(gv, shape));
+      sgd_ref(ref_p[g], ref_buf[g], widen(gv), options[g]);
+    }
+    optimizer.step();
+    lt::mark_step();
+  }
+  lt::wait_device_ops();
+  for (size_t g = 0; g < options.size(); ++g) {
+    SCOPED_TRACE("group " + std::to_string(g));
+    expect_close(params[g].to_vector<double>(), ref_p[g], kF32);
+    const Tensor& buf = optimizer.state(g, 0).momentum_buffer;
+    ASSERT_EQ(buf.defined(), options[g].momentum != 0);
+    if (buf.defined()) expect_close(buf.to_vector<double>(), ref_buf[g], kF32);
+  }
+}
+
+TEST_F(OptimTest, ScheduleFactorsAtKnownSteps) {
+  const auto constant = lt::optim::constant_schedule();
+  for (int64_t step : {0, 1, 7, 1000}) EXPECT_EQ(constant->factor(step), 1.0) << step;
+
+  // 10 warm-up steps out of 100: 0 at the start, the peak at the end of the warm-up, 0 at the
+  // end of training and after it.
+  const auto linear = lt::optim::linear_schedule(10, 100);
+  EXPECT_EQ(linear->factor(0), 0.0);
+  EXPECT_DOUBLE_EQ(linear->factor(5), 0.5);
+  EXPECT_DOUBLE_EQ(linear->factor(10), 1.0);
+  EXPECT_DOUBLE_EQ(linear->factor(55), 0.5);
+  EXPECT_DOUBLE_EQ(linear->factor(91), 0.1);
+  EXPECT_EQ(linear->factor(100), 0.0);
+  EXPECT_EQ(linear->factor(120), 0.0);
+  EXPECT_DOUBLE_EQ(linear->lr(0.02, 5), 0.01);
+  // Without warm-up the first step runs at the full rate.
+  EXPECT_DOUBLE_EQ(lt::optim::linear_schedule(0, 10)->factor(0), 1.0);
+
+  const auto cosine = lt::optim::cosine_schedule(10, 100);
+  EXPECT_EQ(cosine->factor(0), 0.0);
+  EXPECT_DOUBLE_EQ(cosine->factor(5), 0.5);
+  EXPECT_DOUBLE_EQ(cosine->factor(10), 1.0);
+  EXPECT_NEAR(cosine->factor(55), 0.5, 1e-12);  // cos(pi / 2)
+  EXPECT_NEAR(cosine->factor(40), 0.5 * (1 + std::cos(M_PI / 3)), 1e-12);
+  EXPECT_NEAR(cosine->factor(100), 0.0, 1e-12);
+  EXPECT_NEAR(cosine->lr(0.02, 55), 0.01, 1e-14);
+
+  // make_schedule gives the same schedules by name.
+  for (int64_t step : {0, 3, 10, 42, 100}) {
+    EXPECT_EQ(lt::optim::make_schedule("constant", 10, 100)->factor(step), 1.0);
+    EXPECT_EQ(lt::optim::make_schedule("linear", 10, 100)->factor(step), linear->factor(step));
+    EXPECT_EQ(lt::optim::make_schedule("cosine", 10, 100)->factor(step), cosine->factor(step));
+  }
+}
+
+TEST_F(OptimTest, MakeScheduleRejectsUnknownNames) {
+  for (const std::string name : {"bogus", "Linear", ""}) {
+    expect_mentions(error_message([&] { lt::optim::make_schedule(name, 1, 10); }),
+                    {"make_schedule", "'" + name + "'"});
+  }
+}
+
+TEST_F(OptimTest, ClipGradNormNeverReadsBackDuringTheStep) {
+  const std::vector<Shape> shapes = {{4, 9}, {31}, {2, 3, 5}};
+  // A max_norm of half the norm clips by about 2; twice the norm leaves the gradients alone.
+  for (double fraction : {0.5, 2.0}) {
+    SCOPED_TRACE("max_norm = " + std::to_string(fraction) + " x norm");
+    std::vector<Tensor> params, grads;
+    std::vector<Vec> pv, gv;
+    double sum_sq = 0;
+    for (const Shape& shape : shapes) {
+      pv.push_back(widen(values(shape.numel())));
+      gv.push_back(widen(values(shape.numel())));
+      params.push_back(lt::from_vector(pv.back(), shape));
+      grads.push_back(lt::from_vector(gv.back(), shape));
+      for (double g : gv.back()) sum_sq += g * g;
+    }
+    const double norm = std::sqrt(sum_sq);
+    const double max_norm = fraction * norm;
+    const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+    SGD optimizer({{.params = params, .grads = grads, .options = {.lr = 0.1}}});
+    settle();
+
+    // A training step: clip, update, cut. The optimizer sees the clipped gradients through the
+    // handles it shares with `grads`.
+    const Tensor total_norm = lt::clip_grad_norm_(grads, max_norm);
+    optimizer.step();
+    lt::mark_step();
+    EXPECT_EQ(counter("TransferFromDevice"), 0);
+    lt::wait_device_ops();
+
+    EXPECT_EQ(total_norm.dim(), 0);
+    EXPECT_NEAR(total_norm.item(), norm, 1e-5 * norm);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Vec clipped = gv[i];
+      Vec updated = pv[i];
+      for (size_t k = 0; k < clipped.size(); ++k) {
+        clipped[k] *= coef;
+        updated[k] -= 0.1 * clipped[k];
+      }
+      expect_close(grads[i].to_vector<double>(), clipped, kF32);
+      expect_close(params[i].to_vector<double>(), updated, kF32);
+    }
+  }
+}
+
+// A learning rate that changes every step (from 0, through the warm-up) is a kernel argument:
+// after the first steps' graphs the step never compiles or uploads again.
+TEST_F(OptimTest, ScheduledAdamWCompilesOnlyInItsFirstSteps) {
+  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
+  lt::set_scalar_policy(lt::ScalarPolicy::argument);  // the default
+  const std::vector<Shape> shapes = {{fresh_size()}, {fresh_size(), 3}};
+  const AdamWOptions base{.lr = 0.01, .weight_decay = 0.01};
+  ParamGroup<AdamWOptions> group;
+  group.options = base;
+  std::vector<RefParam> ref;
+  std::vector<Vec> gv;
+  for (const Shape& shape : shapes) {
+    ref.emplace_back(widen(values(shape.numel())));
+    gv.push_back(widen(values(shape.numel())));
+    group.params.push_back(lt::from_vector(ref.back().p, shape));
+    group.grads.push_back(lt::from_vector(gv.back(), shape));
+  }
+  const std::vector<Tensor> params = group.params;
+  AdamW optimizer({group});
+  const auto schedule = lt::optim::linear_schedule(5, 50);
+  settle();
+  const size_t steps_before = lt::compiles_per_step().size();
+
+  constexpr int kSteps = 50;
+  for (int step = 0; step < kSteps; ++step) {
+    AdamWOptions o = base;
+    o.lr = schedule->lr(base.lr, step);
+    optimizer.set_lr(o.lr);
+    optimizer.step();
+    lt::mark_step();
+    for (size_t i = 0; i < shapes.size(); ++i) hf_adamw_ref(ref[i], gv[i], o);
+  }
+  lt::wait_device_ops();
+
+  // The first step differs from the rest: its state starts as zeros.
+  const std::vector<int64_t> per_step = lt::compiles_per_step();
+  ASSERT_EQ(per_step.size(), steps_before + kSteps);
+  const auto first = per_step.begin() + static_cast<std::ptrdiff_t>(steps_before);
+  EXPECT_GE(first[0], 1);
+  EXPECT_EQ(std::count(first + 2, per_step.end(), 0), kSteps - 2) << "compiles after step 2";
+  EXPECT_LE(counter("UncachedCompile"), 2);
+  EXPECT_EQ(counter("CachedCompile") + counter("UncachedCompile"), kSteps);
+  EXPECT_EQ(counter("TransferToDeviceSync"), 0);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    SCOPED_TRACE("parameter " + std::to_string(i));
+    expect_close(params[i].to_vector<double>(), ref[i].p, kF32);
+    EXPECT_EQ(optimizer.state(0, i).step, kSteps);
+  }
+}
+
+TEST_F(OptimTest, MismatchedParamsAndGradsThrow) {
+  const Tensor a = lt::zeros({2, 3});
+  const Tensor b = lt::zeros({3, 2});
+  for (AdamW::Flavor flavor : {AdamW::Flavor::huggingface, AdamW::Flavor::torch}) {
+    expect_mentions(error_message([&] {
+                      AdamW({{.params = {a, a}, .grads = {a}, .options = {}}}, flavor);
+                    }),
+                    {"AdamW", "2 parameters", "1 gradients"});
+    expect_mentions(
+        error_message([&] { AdamW({{.params = {a}, .grads = {b}, .options = {}}}, flavor); }),
+        {"AdamW", "[2, 3]", "[3, 2]"});
+  }
+  expect_mentions(error_message([&] {
+                    SGD({{.params = {a}, .grads = {a, a}, .options = {}}});
+                  }),
+                  {"SGD", "1 parameters", "2 gradients"});
+  expect_mentions(error_message([&] { SGD({{.params = {a}, .grads = {b}, .options = {}}}); }),
+                  {"SGD", "[2, 3]", "[3, 2]"});
+  // The offending group is named.
+  expect_mentions(error_message([&] {
+                    SGD({{.params = {a}, .grads = {a}, .options = {}},
+                         {.params = {b}, .grads = {a}, .options = {}}});
+                  }),
+                  {"SGD", "group 1"});
+}
+
+}  // namespace
