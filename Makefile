@@ -18,11 +18,35 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS)
 
+# The main job: HF AdamW on BERT-base under the four scalar policies, side by side.
 run: build
-	./$(BUILD)/lazytensor demo
+	./$(BUILD)/lazytensor adamw --model bert-base --steps 20 --compare
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
+test-sanitize: deps
+	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=address,undefined \
+	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
+	cmake --build build/asan -j$(JOBS)
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build/asan --output-on-failure -j$(JOBS)
+	cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=thread \
+	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
+	cmake --build build/tsan -j$(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j$(JOBS)
+
+# The differential fuzz test for as long as asked: make fuzz FUZZ_SECONDS=600
+FUZZ_SECONDS ?= 300
+fuzz: build
+	LT_COMPILER=interpreter LT_FUZZ_SECONDS=$(FUZZ_SECONDS) ./$(BUILD)/tests/fuzz_test
+
+bench: build
+	./$(BUILD)/lazytensor adamw --model bert-large --steps 20
+	./$(BUILD)/lazytensor scaling
+
+include bench/peers/Makefile.inc
+peers: build
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

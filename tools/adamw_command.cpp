@@ -130,7 +130,8 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
                      {"beta2", 0.999}, {"eps", 1e-6}, {"weight_decay", o.weight_decay},
                      {"tensors", json::array()}};
     for (size_t i = 0; i < specs.size(); ++i) {
-      const std::string stem = "t" + std::to_string(i);
+      std::string stem = "t";
+      stem += std::to_string(i);
       write_raw(fs::path(o.dump_dir) / (stem + ".param"), initial_params[i]);
       write_raw(fs::path(o.dump_dir) / (stem + ".grad"), grads[i].to_vector());
       write_raw(fs::path(o.dump_dir) / (stem + ".param_after"), params[i].to_vector());

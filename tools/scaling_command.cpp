@@ -37,7 +37,9 @@ int run_scaling_command(const ScalingCommandOptions& o) {
   for (int n : o.tensor_counts) {
     std::vector<models::ParameterSpec> specs;
     for (int i = 0; i < n; ++i) {
-      specs.push_back({"t" + std::to_string(i), Shape{o.tensor_size}});
+      std::string name = "t";
+      name += std::to_string(i);
+      specs.push_back({name, Shape{o.tensor_size}});
     }
     for (ScalarPolicy policy : policies) {
       AdamWCommandOptions run;

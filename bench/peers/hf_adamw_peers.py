@@ -137,7 +137,8 @@ def run_peer(peer, mode, data, steps, args):
         env = dict(os.environ, JAX_PLATFORMS="cpu", PJRT_DEVICE="CPU")
         run = run_limited(cmd, args.timeout, args.mem_limit_gib * GIB, env)
         try:
-            result = json.load(open(res.name))
+            with open(res.name) as f:
+                result = json.load(f)
         except ValueError:
             result = {"status": "failed", "error": run["failure"] or "no result written"}
     if run["failure"] and result.get("status") == "ok":
@@ -162,15 +163,17 @@ def lazytensor_shapes(binary, model):
 
 
 def lazytensor_dump(binary, policy, directory, args):
-    """lazytensor's 3-step tiny dump under `policy` (chosen through LT_SCALAR_POLICY)."""
-    env = dict(os.environ, LT_SCALAR_POLICY=policy)
-    cmd = [binary, "adamw", "--model", "tiny", "--steps", "3", "--dump", directory]
-    run = run_limited(cmd, args.timeout, args.mem_limit_gib * GIB, env)
+    """lazytensor's 3-step tiny dump under scalar policy `policy`."""
+    cmd = [binary, "adamw", "--model", "tiny", "--steps", "3", "--scalars", policy,
+           "--dump", directory]
+    # A tiny dump takes well under a second: do not wait a whole peer timeout for a hang.
+    run = run_limited(cmd, min(args.timeout, 120), args.mem_limit_gib * GIB)
     return run["failure"]
 
 
 def lazytensor_row(binary, policy, dump_failure, dump_dir, work, args):
-    row = {"peer": "lazytensor", "variant": f"scalars={policy}", "hf": True}
+    row = {"peer": "lazytensor", "variant": f"scalars={policy}", "hf": True,
+           "load_average_at_start": os.getloadavg()[0]}
     if dump_failure:
         row["agreement"] = {"status": "failed", "error": f"dump: {dump_failure}"}
     else:
@@ -194,13 +197,14 @@ def lazytensor_row(binary, policy, dump_failure, dump_dir, work, args):
     except (OSError, ValueError, KeyError) as e:
         row["timing"] = {"status": "failed", "error": f"bad --json output: {type(e).__name__} {e}"}
         return row
+    # lazytensor leaves out counters never touched: those are 0.
     counters = report.get("counters_after_first_step", {})
     row["timing"] = {"status": "ok", "step_seconds_median": report["step_seconds_median"],
-                     "first_step_seconds": report.get("first_step_seconds"),
+                     "first_step_seconds": (report.get("step_seconds") or [None])[0],
                      "peak_rss_gib": round(run["peak_rss"] / GIB, 2),
-                     "transfers": counters.get("TransferToDeviceSync"),
-                     "compiles": {"uncached": counters.get("UncachedCompile"),
-                                  "cached": counters.get("CachedCompile")},
+                     "transfers": counters.get("TransferToDeviceSync", 0),
+                     "compiles": {"uncached": counters.get("UncachedCompile", 0),
+                                  "cached": counters.get("CachedCompile", 0)},
                      "counters": counters, "report": report}
     return row
 
@@ -298,7 +302,8 @@ def main():
     nparams = sum(common.numel(s) for _, s in shapes)
     print(f"Model: {args.model}, {len(shapes)} tensors, {nparams:,} parameters (shapes from "
           f"{shapes_source}); median of {args.steps} steps after 1 warm-up step; "
-          f"memory limit per peer {args.mem_limit_gib} GiB; timeout {args.timeout:.0f} s.\n",
+          f"memory limit per peer {args.mem_limit_gib} GiB; timeout {args.timeout:.0f} s; "
+          f"1-minute load average at start {os.getloadavg()[0]:.2f}.\n",
           flush=True)
 
     data = args.data_dir or f"/tmp/lazytensor-peers/{args.model}-seed{args.seed}"
@@ -328,7 +333,8 @@ def main():
                      for s in args.peers.split(","))]
     for peer in wanted:
         print(f"running {peer.name}: {peer.variant}", file=sys.stderr, flush=True)
-        row = {"peer": peer.name, "variant": peer.variant, "hf": peer.hf}
+        row = {"peer": peer.name, "variant": peer.variant, "hf": peer.hf,
+               "load_average_at_start": os.getloadavg()[0]}
         if peer.hf and args.dump:
             row["agreement"] = run_peer(peer, "check", args.dump, 0, args)
         row["timing"] = run_peer(peer, "time", data, args.steps, args)
@@ -336,6 +342,11 @@ def main():
 
     base = rows[0]["timing"].get("step_seconds_median") if have_lt else None
     print(table(rows, base, dump_note))
+    loads = [r["load_average_at_start"] for r in rows if "load_average_at_start" in r]
+    if loads and max(loads) > 0.5:
+        # Other work on the cores skews times, OpenMP-threaded peers (torch) the most.
+        print(f"\nWARNING: the machine was busy: 1-minute load average up to {max(loads):.1f} "
+              f"at the start of a row (on {info['usable_cores']} cores); times are unreliable.")
     print("\n*transfers and compiles: counted over the timed steps (after the warm-up step); "
           "'-' where the framework does not count them. vs lazytensor: median step time over "
           "lazytensor's with scalars=argument (above 1x: slower than lazytensor).")

@@ -76,5 +76,5 @@ fi
 
 df -h "$ROOT" | tail -1 | awk '{print "setup.sh: disk free after setup: " $4}'
 # A missing peer is reported in the table, so setup problems do not fail `make peers`.
-((status)) && say "finished with problems (see above)" || say "done"
+if ((status)); then say "finished with problems (see above)"; else say "done"; fi
 exit 0

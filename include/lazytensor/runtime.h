@@ -50,6 +50,7 @@ ScalarPolicy parse_scalar_policy(const std::string& name);  // throws lt::Error 
 //   LT_SCALAR_POLICY=argument|cached|uncached|constant   LT_SPECIAL_SCALARS=0|1
 //   LT_COMPILE_CACHE_SIZE=N   LT_DATA_CACHE_SIZE=N   LT_COMPILER=native|interpreter
 //   LT_KERNEL_CACHE_DIR=path  LT_KERNEL_CACHE_BYTES=N  LT_NUM_THREADS=N  LT_DEBUG=0|1
+//   LT_DEVICE_MEMORY_LIMIT=bytes
 void set_scalar_policy(ScalarPolicy policy);
 ScalarPolicy scalar_policy();
 // With the cached and uncached policies, 0 and +-1 become graph constants, as in torch-xla.
@@ -69,6 +70,9 @@ std::string kernel_compiler();
 void set_kernel_cache_dir(const std::string& path);
 std::string kernel_cache_dir();
 void set_kernel_cache_bytes(size_t bytes);
+// Caps the device memory the engine may use (LT_DEVICE_MEMORY_LIMIT, bytes; 0: no cap beyond
+// the machine's memory). Beyond it, allocations fail with lt::Error.
+void set_device_memory_limit(size_t bytes);
 // With debug on, every compile after the first explains itself on stderr.
 void set_debug(bool enabled);
 bool debug();

@@ -48,6 +48,7 @@ Config& config() {
     c->kernel_cache_size = env_size("LT_KERNEL_CACHE_SIZE", 4096);
     c->kernel_cache_bytes = env_size("LT_KERNEL_CACHE_BYTES", size_t{256} << 20);
     c->debug = env_flag("LT_DEBUG", false);
+    c->device_memory_limit = env_size("LT_DEVICE_MEMORY_LIMIT", 0);
     c->num_threads = static_cast<int>(env_size("LT_NUM_THREADS", 0));
     if (const char* compiler = env("LT_COMPILER")) c->set_kernel_compiler(compiler);
     const char* dir = env("LT_KERNEL_CACHE_DIR");

@@ -68,6 +68,7 @@ void set_kernel_cache_dir(const std::string& path) {
 }
 std::string kernel_cache_dir() { return runtime::config().kernel_cache_dir(); }
 void set_kernel_cache_bytes(size_t bytes) { runtime::config().kernel_cache_bytes = bytes; }
+void set_device_memory_limit(size_t bytes) { runtime::config().device_memory_limit = bytes; }
 void set_debug(bool enabled) { runtime::config().debug = enabled; }
 bool debug() { return runtime::config().debug; }
 

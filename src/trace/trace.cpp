@@ -35,8 +35,9 @@ void check_shape(const char* op, const Shape& shape) {
 
 void check_fits(const char* op, const Shape& shape, DType dtype) {
   const backend::Backend& device = backend::default_backend();
+  const double capacity = static_cast<double>(device.memory_capacity());
   const double bytes = static_cast<double>(shape.numel()) * static_cast<double>(dtype_size(dtype));
-  if (bytes > static_cast<double>(device.memory_capacity())) {
+  if (bytes > capacity) {
     throw Error(std::string(op) + ": a result of shape " + shape.str() + " and dtype " +
                 dtype_name(dtype) + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
                 " bytes, more than the device has (" + std::to_string(device.memory_capacity()) +
@@ -72,8 +73,9 @@ ir::NodePtr scalar(double value, DType dtype) {
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  if (a == b) return a;
   const int rank = std::max(a.rank(), b.rank());
-  std::vector<int64_t> dims(rank);
+  Shape out = a.rank() >= b.rank() ? a : b;
   for (int i = 0; i < rank; ++i) {
     const int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
     const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
@@ -82,9 +84,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
                   " cannot be broadcast together (dim " + std::to_string(i) + ": " +
                   std::to_string(da) + " vs " + std::to_string(db) + ")");
     }
-    dims[i] = da == 1 ? db : da;
+    out[i] = da == 1 ? db : da;
   }
-  return Shape(dims);
+  return out;
 }
 
 ir::NodePtr cast(const ir::NodePtr& value, DType dtype) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "backend/fault_injection.h"
 #include "backend/cpu/cpu_executable.h"
 #include "backend/cpu/stream.h"
 #include "backend/cpu/thread_pool.h"
@@ -21,6 +22,8 @@
 #include "runtime/config.h"
 
 namespace lt::backend::cpu {
+
+std::atomic<int> injected_failures{0};
 
 namespace {
 
@@ -47,7 +50,10 @@ int thread_count() {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : pool_(thread_count()), stream_(kMaxQueuedTasks) {
+  CpuBackend()
+      : physical_memory_(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE)),
+        pool_(thread_count()),
+        stream_(kMaxQueuedTasks) {
     stream_.enqueue([] { profiler::set_thread_name("device stream"); });
   }
 
@@ -55,6 +61,10 @@ class CpuBackend final : public Backend {
 
   BufferPtr allocate(size_t bytes) override {
     const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    const int64_t limit = memory_capacity();
+    if (bytes_in_use_.load() + static_cast<int64_t>(rounded) > limit) {
+      throw_out_of_memory(bytes, std::max<int64_t>(0, limit - bytes_in_use_.load()));
+    }
     // Overcommit would let a huge request "succeed" and fail later on first touch; ask first.
     if (rounded > (size_t{64} << 20)) {
       const int64_t free = available_memory();
@@ -137,6 +147,9 @@ class CpuBackend final : public Backend {
       metrics::ScopedTimer timer(time);
       profiler::Scope span("execute", "device");
       try {
+        if (injected_failures.load() > 0 && injected_failures.fetch_sub(1) > 0) {
+          throw Error("injected kernel failure (testing)");
+        }
         for (const BufferPtr& input : args.inputs) {
           if (input->failed()) throw Error("an input failed: " + input->error());
         }
@@ -164,9 +177,12 @@ class CpuBackend final : public Backend {
   void report_failure(const std::string& message) override { stream_.record_failure(message); }
 
   int64_t memory_capacity() const override {
-    return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    const auto limit = static_cast<int64_t>(runtime::config().device_memory_limit.load());
+    return limit > 0 ? std::min(limit, physical_memory_) : physical_memory_;
   }
-  int64_t memory_available() const override { return available_memory(); }
+  int64_t memory_available() const override {
+    return std::min(available_memory(), memory_capacity() - bytes_in_use_.load());
+  }
 
   DeviceMemoryStats memory_stats() const override {
     return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
@@ -183,6 +199,7 @@ class CpuBackend final : public Backend {
                 std::to_string(free) + " bytes free)");
   }
 
+  const int64_t physical_memory_;
   std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
   ThreadPool pool_;
   Stream stream_;  // declared last: destroyed first, so queued work finishes while all is alive
@@ -193,6 +210,8 @@ class CpuBackend final : public Backend {
 }  // namespace lt::backend::cpu
 
 namespace lt::backend {
+
+void inject_execution_failures(int count) { cpu::injected_failures.store(count); }
 
 Backend& default_backend() {
   // Never destroyed: tensors in static storage may release buffers during exit.

@@ -203,7 +203,12 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
     const InputAccess& in = inst.inputs[i];
     if (in.uniform && !in.direct) {
       double* tile = scratch.tiles.data() + i * kTileElements;
-      gather(in, inst, slots[in.slot], in.elem_size, 0, kTileElements, tile);
+      if (in.elem_size == 4) {
+        std::fill_n(reinterpret_cast<float*>(tile), kTileElements,
+                    *static_cast<const float*>(slots[in.slot]));
+      } else {
+        std::fill_n(tile, kTileElements, *static_cast<const double*>(slots[in.slot]));
+      }
       scratch.inputs[i] = tile;
     }
   }
