@@ -59,10 +59,11 @@ bool run_seed(uint64_t seed) {
       lt::ScalarPolicy::constant, lt::ScalarPolicy::cached,   lt::ScalarPolicy::uncached};
   const lt::ScalarPolicy policy = lt::scalar_policy();
   lt::set_scalar_policy(kPolicies[rng() % 6]);
+  if (std::getenv("LT_NO_RANK0")) lt::set_scalar_policy(lt::ScalarPolicy::argument);
   lt_test::ProgramOptions options;
   options.steps = 1 + static_cast<int>(rng() % 4);
   options.max_ops = 14;
-  lt_test::RandomProgram(rng(), options).run();
+  lt_test::RandomProgram(rng(), options, "LT_FUZZ_SEED=" + std::to_string(seed)).run();
   lt::set_scalar_policy(policy);
   // Nothing of this program may leak into the next one.
   lt::mark_step();

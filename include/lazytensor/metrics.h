@@ -8,7 +8,7 @@
 //   counters: MarkStep, CachedCompile, UncachedCompile, TransferToDeviceSync,
 //             TransferToDeviceAsync, TransferFromDevice, DeviceDataCacheHit, DeviceDataCacheMiss,
 //             ExecuteComputation, KernelLaunch, KernelCompile, KernelDiskCacheHit,
-//             DeviceAllocation, DonatedBuffer
+//             DeviceAllocation, DonatedBuffer, TracedOps
 //   timers:   TraceTime, CompileTime, ExecuteTime, TransferToDeviceTime, HostWaitTime
 namespace lt::metrics {
 

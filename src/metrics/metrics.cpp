@@ -23,8 +23,22 @@ struct Registry {
   std::map<std::string, std::unique_ptr<Timer>> timers;
 };
 
+// The engine's metrics exist from the start, so reports list them even at zero.
+constexpr const char* kEngineCounters[] = {
+    "MarkStep",           "CachedCompile",      "UncachedCompile",     "TransferToDeviceSync",
+    "TransferToDeviceAsync", "TransferFromDevice", "DeviceDataCacheHit", "DeviceDataCacheMiss",
+    "ExecuteComputation", "KernelLaunch",       "KernelCompile",       "KernelDiskCacheHit",
+    "DeviceAllocation",   "DonatedBuffer",      "TracedOps"};
+constexpr const char* kEngineTimers[] = {"TraceTime", "CompileTime", "ExecuteTime",
+                                         "TransferToDeviceTime", "HostWaitTime"};
+
 Registry& registry() {
-  static Registry* r = new Registry();  // never destroyed: worker threads may record at exit
+  static Registry* r = [] {
+    auto* registry = new Registry();  // never destroyed: worker threads may record at exit
+    for (const char* name : kEngineCounters) registry->counters[name] = std::make_unique<Counter>();
+    for (const char* name : kEngineTimers) registry->timers[name] = std::make_unique<Timer>();
+    return registry;
+  }();
   return *r;
 }
 

@@ -1,0 +1,308 @@
+// The `lazytensor` command, run as a subprocess on tiny models with the kernel interpreter: its
+// exit status, its JSON report, its trace, its parameter listing, its dump and its comparison
+// table.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <lazytensor/lazytensor.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Counters every report must list (design.md, section 4).
+const std::vector<std::string> kCounterNames = {"MarkStep",
+                                                "CachedCompile",
+                                                "UncachedCompile",
+                                                "TransferToDeviceSync",
+                                                "TransferToDeviceAsync",
+                                                "TransferFromDevice",
+                                                "DeviceDataCacheHit",
+                                                "DeviceDataCacheMiss",
+                                                "ExecuteComputation",
+                                                "KernelLaunch"};
+
+struct Outcome {
+  int exit_code = -1;  // -1 when the command did not exit by itself
+  std::string out, err;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+json read_json(const fs::path& path) {
+  const std::string text = read_text(path);
+  EXPECT_TRUE(json::accept(text)) << path << " is not JSON: " << text.substr(0, 200);
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+std::vector<float> read_floats(const fs::path& path) {
+  const std::string bytes = read_text(path);
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+int64_t sum(const std::vector<int64_t>& values, size_t from) {
+  return from >= values.size() ? 0
+                               : std::accumulate(values.begin() + from, values.end(), int64_t{0});
+}
+
+class CliTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "lazytensor-cli-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs the command with `args`, its output going to files under dir_. The interpreter keeps
+  // each run to seconds; a run that outlives `timeout_seconds` is killed and fails the test.
+  Outcome run(const std::vector<std::string>& args, double timeout_seconds = 120) {
+    const fs::path out_path = dir_ / "stdout.txt";
+    const fs::path err_path = dir_ / "stderr.txt";
+    std::vector<std::string> env = {"LT_COMPILER=interpreter"};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string(*e).rfind("LT_COMPILER=", 0) != 0) env.emplace_back(*e);
+    }
+    std::vector<char*> envp, argv = {const_cast<char*>(LT_CLI_PATH)};
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> arg_copies = args;
+    for (std::string& a : arg_copies) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    pid_t pid = 0;
+    const int spawned = posix_spawn(&pid, LT_CLI_PATH, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    Outcome result;
+    if (spawned != 0) {
+      ADD_FAILURE() << "cannot run " << LT_CLI_PATH << ": " << std::strerror(spawned);
+      return result;
+    }
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ADD_FAILURE() << "lazytensor did not finish within " << timeout_seconds << " s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    result.out = read_text(out_path);
+    result.err = read_text(err_path);
+    return result;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, AdamwWritesJsonReportAndTrace) {
+  const fs::path report_path = dir_ / "report.json";
+  const fs::path trace_path = dir_ / "trace.json";
+  const Outcome r = run({"adamw", "--model", "tiny", "--steps", "5", "--quiet", "--roofline-steps",
+                         "2", "--json", report_path.string(), "--trace", trace_path.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const json report = read_json(report_path);
+  ASSERT_TRUE(report.is_object());
+  for (const char* field :
+       {"model", "params", "tensors", "steps", "scalar_policy", "step_seconds",
+        "step_seconds_median", "ops_per_step", "trace_seconds_median", "roofline_gbs",
+        "effective_gbs", "roofline_fraction", "peak_device_bytes", "counters",
+        "counters_after_first_step", "compiles_per_step", "sync_transfers_per_step"}) {
+    ASSERT_TRUE(report.contains(field)) << field;
+  }
+  const auto specs = lt::models::parameter_shapes("tiny");
+  const int64_t params = lt::models::parameter_count(specs);
+  EXPECT_EQ(report["model"], "tiny");
+  EXPECT_EQ(report["params"], params);
+  EXPECT_EQ(report["tensors"], specs.size());
+  EXPECT_EQ(report["steps"], 5);
+  EXPECT_EQ(report["scalar_policy"], "argument");
+  ASSERT_TRUE(report["step_seconds"].is_array());
+  EXPECT_EQ(report["step_seconds"].size(), 5u);
+  for (const json& seconds : report["step_seconds"]) EXPECT_GE(seconds.get<double>(), 0);
+  EXPECT_GT(report["step_seconds_median"].get<double>(), 0);
+  EXPECT_GT(report["ops_per_step"].get<int64_t>(), 0);
+  EXPECT_GT(report["trace_seconds_median"].get<double>(), 0);
+  EXPECT_GT(report["roofline_gbs"].get<double>(), 0);
+  EXPECT_GT(report["effective_gbs"].get<double>(), 0);
+  EXPECT_GT(report["roofline_fraction"].get<double>(), 0);
+  // Parameters, gradients and both moments are all on the device after the first step.
+  EXPECT_GE(report["peak_device_bytes"].get<int64_t>(), 16 * params);
+
+  const json& counters = report["counters"];
+  const json& after_first = report["counters_after_first_step"];
+  ASSERT_TRUE(counters.is_object());
+  ASSERT_TRUE(after_first.is_object());
+  std::string missing;  // one failure listing them all
+  for (const std::string& name : kCounterNames) {
+    if (!counters.contains(name) || !after_first.contains(name)) missing += " " + name;
+  }
+  EXPECT_EQ(missing, "") << "counters missing from the report";
+  EXPECT_EQ(counters.value("MarkStep", -1), 5);
+
+  // The first step compiles; the second may too (the optimizer state starts as zeros, a
+  // different graph); no later step does.
+  const auto compiles = report["compiles_per_step"].get<std::vector<int64_t>>();
+  ASSERT_EQ(compiles.size(), 5u);
+  EXPECT_GE(compiles[0], 1);
+  EXPECT_LE(compiles[1], 1);
+  EXPECT_EQ(sum(compiles, 2), 0) << report["compiles_per_step"].dump();
+  EXPECT_EQ(counters.value("UncachedCompile", -1), sum(compiles, 0));
+  EXPECT_EQ(after_first.value("UncachedCompile", -1), sum(compiles, 1));
+  EXPECT_EQ(sum(report["sync_transfers_per_step"].get<std::vector<int64_t>>(), 0), 0);
+
+  const json trace = read_json(trace_path);
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  std::map<std::string, int64_t> spans;  // complete ("X") events by name
+  for (const json& event : trace["traceEvents"]) {
+    if (event.value("ph", "") == "X") ++spans[event.value("name", "")];
+  }
+  EXPECT_EQ(spans["mark_step"], 5);
+  EXPECT_EQ(spans["execute"], counters.value("ExecuteComputation", -1));
+  EXPECT_GE(spans["execute"], 5);
+}
+
+TEST_F(CliTest, ParamsReportsBertShapes) {
+  struct Expected {
+    std::string model;
+    size_t tensors;
+    int64_t params;
+  };
+  for (const Expected& want :
+       {Expected{"bert-large", 391, 335141888}, Expected{"bert-base", 199, 109482240}}) {
+    SCOPED_TRACE(want.model);
+    const Outcome r = run({"params", "--model", want.model});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(json::accept(r.out)) << r.out.substr(0, 200);
+    const json listing = json::parse(r.out);
+    EXPECT_EQ(listing["model"], want.model);
+    EXPECT_EQ(listing["params"], want.params);
+    ASSERT_EQ(listing["tensors"].size(), want.tensors);
+    int64_t total = 0;
+    for (const json& tensor : listing["tensors"]) {
+      EXPECT_TRUE(tensor["name"].is_string());
+      int64_t numel = 1;
+      for (const json& dim : tensor["shape"]) numel *= dim.get<int64_t>();
+      total += numel;
+    }
+    EXPECT_EQ(total, want.params);
+  }
+}
+
+// The dump lets outside checks replay the steps in PyTorch: the files must hold every tensor,
+// and the final parameters must be HuggingFace AdamW's.
+TEST_F(CliTest, AdamwDumpWritesManifestAndRawTensors) {
+  const fs::path dump = dir_ / "dump";
+  const Outcome r = run({"adamw", "--model", "tiny", "--steps", "3", "--dump", dump.string(),
+                         "--quiet", "--roofline-steps", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json manifest = read_json(dump / "manifest.json");
+  const auto specs = lt::models::parameter_shapes("tiny");
+  EXPECT_EQ(manifest["model"], "tiny");
+  const int steps = manifest["steps"].get<int>();
+  EXPECT_EQ(steps, 3);
+  ASSERT_EQ(manifest["tensors"].size(), specs.size());
+  const auto lr = manifest["lr"].get<double>();
+  const auto beta1 = manifest["beta1"].get<double>();
+  const auto beta2 = manifest["beta2"].get<double>();
+  const auto eps = manifest["eps"].get<double>();
+  const auto weight_decay = manifest["weight_decay"].get<double>();
+
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const json& entry = manifest["tensors"][i];
+    SCOPED_TRACE(entry.dump());
+    EXPECT_EQ(entry["name"], specs[i].name);
+    EXPECT_EQ(entry["shape"].get<std::vector<int64_t>>(), specs[i].shape.to_vector());
+    const auto bytes = static_cast<uintmax_t>(specs[i].shape.numel()) * sizeof(float);
+    for (const char* file : {"param", "grad", "param_after"}) {
+      ASSERT_EQ(fs::file_size(dump / entry[file].get<std::string>()), bytes) << file;
+    }
+    // transformers 4.6.0 AdamW with a constant rate and a constant gradient, in double.
+    const std::vector<float> p0 = read_floats(dump / entry["param"].get<std::string>());
+    const std::vector<float> g = read_floats(dump / entry["grad"].get<std::string>());
+    const std::vector<float> after = read_floats(dump / entry["param_after"].get<std::string>());
+    size_t bad = 0;
+    for (size_t k = 0; k < p0.size(); ++k) {
+      double p = p0[k], m = 0, v = 0;
+      for (int t = 1; t <= steps; ++t) {
+        m = m * beta1 + g[k] * (1 - beta1);
+        v = v * beta2 + g[k] * g[k] * (1 - beta2);
+        const double step_size = lr * std::sqrt(1 - std::pow(beta2, t)) / (1 - std::pow(beta1, t));
+        p -= step_size * m / (std::sqrt(v) + eps);
+        p += p * (-lr * weight_decay);
+      }
+      if (!(std::abs(after[k] - p) <= 1e-6 + 1e-5 * std::abs(p))) ++bad;
+    }
+    EXPECT_EQ(bad, 0u) << "of " << p0.size() << " elements differ from the reference";
+  }
+}
+
+TEST_F(CliTest, AdamwCompareShowsEveryPolicy) {
+  const Outcome r = run({"adamw", "--model", "tiny", "--steps", "3", "--compare", "--quiet",
+                         "--roofline-steps", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Rows: policy, step (ms), trace (ms), sync transfers per step, ...
+  std::map<std::string, double> sync_per_step;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream row(line);
+    std::string policy;
+    double step_ms = 0, trace_ms = 0, sync = 0;
+    if (row >> policy >> step_ms >> trace_ms >> sync) sync_per_step[policy] = sync;
+  }
+  for (const char* policy : {"argument", "cached", "uncached", "constant"}) {
+    EXPECT_TRUE(sync_per_step.contains(policy)) << policy << " missing from:\n" << r.out;
+  }
+  EXPECT_GT(sync_per_step["uncached"], 0) << r.out;
+  EXPECT_EQ(sync_per_step["argument"], 0) << r.out;
+  // The cache uploads only the values that change (step_size), not every use.
+  EXPECT_LT(sync_per_step["cached"], sync_per_step["uncached"]) << r.out;
+}
+
+TEST_F(CliTest, UnknownScalarPolicyFails) {
+  const Outcome r = run({"adamw", "--model", "tiny", "--steps", "1", "--quiet", "--roofline-steps",
+                         "0", "--scalars", "bogus"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+}
+
+}  // namespace
