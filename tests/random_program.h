@@ -46,7 +46,9 @@ struct Bound {
 };
 
 // The relative rounding error of one op. f64 counts twice: the double reference rounds as well.
-inline double unit(DType dtype) { return dtype == DType::f32 ? 0x1p-24 : 0x1p-52; }
+inline double unit(DType dtype) {
+  return dtype == DType::f32 ? 0x1p-24 : 0x1p-52;
+}
 
 namespace bounds {
 
@@ -54,21 +56,33 @@ namespace bounds {
 constexpr double kTranscendental = 8;
 
 // A scalar as a kernel of the op's dtype sees it.
-inline Bound scalar(double s, double u) { return {s, s, u * std::abs(s)}; }
+inline Bound scalar(double s, double u) {
+  return {s, s, u * std::abs(s)};
+}
+// Relative to the value, but absolute below the normal range: u * 2^-125 is half the spacing
+// of f32's subnormals (and more than f64's).
 inline Bound round(Bound x, double u) {
-  x.err += u * x.mag();
+  x.err += u * (x.mag() + 0x1p-125);
   return x;
 }
-inline Bound add(Bound x, Bound y) { return {x.lo + y.lo, x.hi + y.hi, x.err + y.err}; }
-inline Bound neg(Bound x) { return {-x.hi, -x.lo, x.err}; }
-inline Bound sub(Bound x, Bound y) { return add(x, neg(y)); }
+inline Bound add(Bound x, Bound y) {
+  return {x.lo + y.lo, x.hi + y.hi, x.err + y.err};
+}
+inline Bound neg(Bound x) {
+  return {-x.hi, -x.lo, x.err};
+}
+inline Bound sub(Bound x, Bound y) {
+  return add(x, neg(y));
+}
 inline Bound mul(Bound x, Bound y) {
   const double p[] = {x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi};
   return {*std::min_element(p, p + 4), *std::max_element(p, p + 4),
           x.err * y.mag() + y.err * x.mag() + x.err * y.err};
 }
 // The smallest |value| the engine may hold: positive when x keeps away from zero.
-inline double gap(Bound x) { return std::max(x.lo, -x.hi) - x.err; }
+inline double gap(Bound x) {
+  return std::max(x.lo, -x.hi) - x.err;
+}
 inline Bound div(Bound x, Bound y) {  // needs gap(y) > 0
   Bound q = mul(x, Bound{1 / y.hi, 1 / y.lo, 0});
   q.err = (x.err + q.mag() * y.err) / gap(y);
@@ -141,14 +155,22 @@ inline const std::vector<OpCase>& op_cases() {
     const auto positive = [](Bs x, Ss) { return x[0].lo - x[0].err >= 0.25; };
     std::vector<OpCase> c;
     // Ops of one tensor.
-    c.push_back({1, Draw::none, any, [](Bs x, Ss, double) { return b::neg(x[0]); },
-                 {{"a.neg()", [](Ts t, Ss) { return t[0].neg(); }},
-                  {"-a", [](Ts t, Ss) { return -t[0]; }}},
-                 {{"a.neg_()", [](Tensor& a, Ts, Ss) { a.neg_(); }}}});
-    c.push_back({1, Draw::none, any, [](Bs x, Ss, double) { return b::abs(x[0]); },
+    c.push_back(
+        {1,
+         Draw::none,
+         any,
+         [](Bs x, Ss, double) { return b::neg(x[0]); },
+         {{"a.neg()", [](Ts t, Ss) { return t[0].neg(); }}, {"-a", [](Ts t, Ss) { return -t[0]; }}},
+         {{"a.neg_()", [](Tensor& a, Ts, Ss) { a.neg_(); }}}});
+    c.push_back({1,
+                 Draw::none,
+                 any,
+                 [](Bs x, Ss, double) { return b::abs(x[0]); },
                  {{"a.abs()", [](Ts t, Ss) { return t[0].abs(); }}},
                  {{"a.abs_()", [](Tensor& a, Ts, Ss) { a.abs_(); }}}});
-    c.push_back({1, Draw::none, positive,
+    c.push_back({1,
+                 Draw::none,
+                 positive,
                  [](Bs x, Ss, double u) {
                    return b::through(
                        x[0], [](double v) { return std::sqrt(v); },
@@ -156,7 +178,9 @@ inline const std::vector<OpCase>& op_cases() {
                  },
                  {{"a.sqrt()", [](Ts t, Ss) { return t[0].sqrt(); }}},
                  {{"a.sqrt_()", [](Tensor& a, Ts, Ss) { a.sqrt_(); }}}});
-    c.push_back({1, Draw::none, positive,
+    c.push_back({1,
+                 Draw::none,
+                 positive,
                  [](Bs x, Ss, double u) {
                    return b::through(
                        x[0], [](double v) { return 1 / std::sqrt(v); },
@@ -164,75 +188,101 @@ inline const std::vector<OpCase>& op_cases() {
                  },
                  {{"a.rsqrt()", [](Ts t, Ss) { return t[0].rsqrt(); }}},
                  {{"a.rsqrt_()", [](Tensor& a, Ts, Ss) { a.rsqrt_(); }}}});
-    c.push_back({1, Draw::none, [](Bs x, Ss) { return x[0].hi + x[0].err <= 3; },
+    c.push_back({1,
+                 Draw::none,
+                 [](Bs x, Ss) { return x[0].hi + x[0].err <= 3; },
                  [](Bs x, Ss, double u) {
                    return b::through(
-                       x[0], [](double v) { return std::exp(v); }, std::exp(x[0].hi + x[0].err),
-                       u);
+                       x[0], [](double v) { return std::exp(v); }, std::exp(x[0].hi + x[0].err), u);
                  },
                  {{"a.exp()", [](Ts t, Ss) { return t[0].exp(); }}},
                  {{"a.exp_()", [](Tensor& a, Ts, Ss) { a.exp_(); }}}});
-    c.push_back({1, Draw::none, positive,
+    c.push_back({1,
+                 Draw::none,
+                 positive,
                  [](Bs x, Ss, double u) {
                    return b::through(
                        x[0], [](double v) { return std::log(v); }, 1 / (x[0].lo - x[0].err), u);
                  },
                  {{"a.log()", [](Ts t, Ss) { return t[0].log(); }}},
                  {{"a.log_()", [](Tensor& a, Ts, Ss) { a.log_(); }}}});
-    c.push_back({1, Draw::none, any,
+    c.push_back({1,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double u) {
-                   return b::through(x[0], [](double v) { return std::tanh(v); }, 1, u);
+                   return b::through(
+                       x[0], [](double v) { return std::tanh(v); }, 1, u);
                  },
                  {{"a.tanh()", [](Ts t, Ss) { return t[0].tanh(); }}},
                  {{"a.tanh_()", [](Tensor& a, Ts, Ss) { a.tanh_(); }}}});
-    c.push_back({1, Draw::none, any,
+    c.push_back({1,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double u) {
                    return b::through(
                        x[0], [](double v) { return 1 / (1 + std::exp(-v)); }, 0.25, u);
                  },
                  {{"a.sigmoid()", [](Ts t, Ss) { return t[0].sigmoid(); }}},
                  {{"a.sigmoid_()", [](Tensor& a, Ts, Ss) { a.sigmoid_(); }}}});
-    c.push_back({1, Draw::none, any,
+    c.push_back({1,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double) {
                    return Bound{std::max(x[0].lo, 0.0), std::max(x[0].hi, 0.0), x[0].err};
                  },
                  {{"a.relu()", [](Ts t, Ss) { return t[0].relu(); }}},
                  {{"a.relu_()", [](Tensor& a, Ts, Ss) { a.relu_(); }}}});
-    c.push_back({1, Draw::none, any, [](Bs x, Ss, double) { return x[0]; },
+    c.push_back({1,
+                 Draw::none,
+                 any,
+                 [](Bs x, Ss, double) { return x[0]; },
                  {{"a.clone()", [](Ts t, Ss) { return t[0].clone(); }}},
                  {}});
     // With a scalar operand.
-    c.push_back({1, Draw::any, any,
+    c.push_back({1,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) { return b::round(b::add(x[0], b::scalar(s[0], u)), u); },
                  {{"a.add(s)", [](Ts t, Ss s) { return t[0].add(s[0]); }},
                   {"a + s", [](Ts t, Ss s) { return t[0] + s[0]; }},
                   {"s + a", [](Ts t, Ss s) { return s[0] + t[0]; }}},
                  {{"a.add_(s)", [](Tensor& a, Ts, Ss s) { a.add_(s[0]); }}}});
-    c.push_back({1, Draw::any, any,
+    c.push_back({1,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) { return b::round(b::sub(x[0], b::scalar(s[0], u)), u); },
                  {{"a.sub(s)", [](Ts t, Ss s) { return t[0].sub(s[0]); }},
                   {"a - s", [](Ts t, Ss s) { return t[0] - s[0]; }}},
                  {{"a.sub_(s)", [](Tensor& a, Ts, Ss s) { a.sub_(s[0]); }}}});
-    c.push_back({1, Draw::any, any,
+    c.push_back({1,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) { return b::round(b::sub(b::scalar(s[0], u), x[0]), u); },
                  {{"s - a", [](Ts t, Ss s) { return s[0] - t[0]; }}},
                  {}});
-    c.push_back({1, Draw::any, any,
+    c.push_back({1,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) { return b::round(b::mul(x[0], b::scalar(s[0], u)), u); },
                  {{"a.mul(s)", [](Ts t, Ss s) { return t[0].mul(s[0]); }},
                   {"a * s", [](Ts t, Ss s) { return t[0] * s[0]; }},
                   {"s * a", [](Ts t, Ss s) { return s[0] * t[0]; }}},
                  {{"a.mul_(s)", [](Tensor& a, Ts, Ss s) { a.mul_(s[0]); }}}});
-    c.push_back({1, Draw::nonzero, any,
+    c.push_back({1,
+                 Draw::nonzero,
+                 any,
                  [](Bs x, Ss s, double u) { return b::round(b::div(x[0], b::scalar(s[0], u)), u); },
                  {{"a.div(s)", [](Ts t, Ss s) { return t[0].div(s[0]); }},
                   {"a / s", [](Ts t, Ss s) { return t[0] / s[0]; }}},
                  {{"a.div_(s)", [](Tensor& a, Ts, Ss s) { a.div_(s[0]); }}}});
-    c.push_back({1, Draw::any, [](Bs x, Ss) { return b::gap(x[0]) >= 0.25; },
+    c.push_back({1,
+                 Draw::any,
+                 [](Bs x, Ss) { return b::gap(x[0]) >= 0.25; },
                  [](Bs x, Ss s, double u) { return b::round(b::div(b::scalar(s[0], u), x[0]), u); },
                  {{"s / a", [](Ts t, Ss s) { return s[0] / t[0]; }}},
                  {}});
-    c.push_back({1, Draw::exponent,
+    c.push_back({1,
+                 Draw::exponent,
                  [](Bs x, Ss s) {
                    if (s[0] != std::floor(s[0])) return x[0].lo - x[0].err >= 0.25;
                    return s[0] >= 0 || b::gap(x[0]) >= 0.25;
@@ -240,107 +290,142 @@ inline const std::vector<OpCase>& op_cases() {
                  [](Bs x, Ss s, double u) { return b::pow(x[0], s[0], u); },
                  {{"a.pow(s)", [](Ts t, Ss s) { return t[0].pow(s[0]); }}},
                  {{"a.pow_(s)", [](Tensor& a, Ts, Ss s) { a.pow_(s[0]); }}}});
-    c.push_back({1, Draw::range, any,
+    c.push_back({1,
+                 Draw::range,
+                 any,
                  [](Bs x, Ss s, double u) {
                    return Bound{std::clamp(x[0].lo, s[0], s[1]), std::clamp(x[0].hi, s[0], s[1]),
                                 x[0].err + u * std::max(std::abs(s[0]), std::abs(s[1]))};
                  },
                  {{"a.clamp(s, s1)", [](Ts t, Ss s) { return t[0].clamp(s[0], s[1]); }}},
                  {{"a.clamp_(s, s1)", [](Tensor& a, Ts, Ss s) { a.clamp_(s[0], s[1]); }}}});
-    c.push_back({1, Draw::any, any,
+    c.push_back({1,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) { return b::maximum(x[0], b::scalar(s[0], u)); },
                  {{"a.clamp_min(s)", [](Ts t, Ss s) { return t[0].clamp_min(s[0]); }}},
                  {{"a.clamp_min_(s)", [](Tensor& a, Ts, Ss s) { a.clamp_min_(s[0]); }}}});
-    c.push_back({1, Draw::any, any,
+    c.push_back({1,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) { return b::minimum(x[0], b::scalar(s[0], u)); },
                  {{"a.clamp_max(s)", [](Ts t, Ss s) { return t[0].clamp_max(s[0]); }}},
                  {{"a.clamp_max_(s)", [](Tensor& a, Ts, Ss s) { a.clamp_max_(s[0]); }}}});
-    OpCase fill{1, Draw::any, any, [](Bs, Ss s, double u) { return b::scalar(s[0], u); }, {},
-                {{"a.fill_(s)", [](Tensor& a, Ts, Ss s) { a.fill_(s[0]); }}}};
+    OpCase fill{1,   Draw::any,
+                any, [](Bs, Ss s, double u) { return b::scalar(s[0], u); },
+                {},  {{"a.fill_(s)", [](Tensor& a, Ts, Ss s) { a.fill_(s[0]); }}}};
     fill.self_dtype = true;
     c.push_back(fill);
-    OpCase zero{1, Draw::none, any, [](Bs, Ss, double) { return Bound{}; }, {},
-                {{"a.zero_()", [](Tensor& a, Ts, Ss) { a.zero_(); }}}};
+    OpCase zero{1,   Draw::none,
+                any, [](Bs, Ss, double) { return Bound{}; },
+                {},  {{"a.zero_()", [](Tensor& a, Ts, Ss) { a.zero_(); }}}};
     zero.self_dtype = true;
     c.push_back(zero);
     // Ops of two tensors.
-    c.push_back({2, Draw::none, any,
+    c.push_back({2,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double u) { return b::round(b::add(x[0], x[1]), u); },
                  {{"a.add(b)", [](Ts t, Ss) { return t[0].add(t[1]); }},
                   {"a + b", [](Ts t, Ss) { return t[0] + t[1]; }},
                   {"lt::add(a, b)", [](Ts t, Ss) { return lt::add(t[0], t[1]); }}},
                  {{"a.add_(b)", [](Tensor& a, Ts t, Ss) { a.add_(t[1]); }}}});
-    c.push_back({2, Draw::any, any,
+    c.push_back({2,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) {
                    return b::round(b::add(x[0], b::round(b::mul(x[1], b::scalar(s[0], u)), u)), u);
                  },
                  {{"a.add(b, s)", [](Ts t, Ss s) { return t[0].add(t[1], s[0]); }},
                   {"lt::add(a, b, s)", [](Ts t, Ss s) { return lt::add(t[0], t[1], s[0]); }}},
                  {{"a.add_(b, s)", [](Tensor& a, Ts t, Ss s) { a.add_(t[1], s[0]); }}}});
-    c.push_back({2, Draw::none, any,
+    c.push_back({2,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double u) { return b::round(b::sub(x[0], x[1]), u); },
                  {{"a.sub(b)", [](Ts t, Ss) { return t[0].sub(t[1]); }},
                   {"a - b", [](Ts t, Ss) { return t[0] - t[1]; }},
                   {"lt::sub(a, b)", [](Ts t, Ss) { return lt::sub(t[0], t[1]); }}},
                  {{"a.sub_(b)", [](Tensor& a, Ts t, Ss) { a.sub_(t[1]); }}}});
-    c.push_back({2, Draw::any, any,
+    c.push_back({2,
+                 Draw::any,
+                 any,
                  [](Bs x, Ss s, double u) {
                    return b::round(b::sub(x[0], b::round(b::mul(x[1], b::scalar(s[0], u)), u)), u);
                  },
                  {{"a.sub(b, s)", [](Ts t, Ss s) { return t[0].sub(t[1], s[0]); }},
                   {"lt::sub(a, b, s)", [](Ts t, Ss s) { return lt::sub(t[0], t[1], s[0]); }}},
                  {{"a.sub_(b, s)", [](Tensor& a, Ts t, Ss s) { a.sub_(t[1], s[0]); }}}});
-    c.push_back({2, Draw::none, any,
+    c.push_back({2,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double u) { return b::round(b::mul(x[0], x[1]), u); },
                  {{"a.mul(b)", [](Ts t, Ss) { return t[0].mul(t[1]); }},
                   {"a * b", [](Ts t, Ss) { return t[0] * t[1]; }},
                   {"lt::mul(a, b)", [](Ts t, Ss) { return lt::mul(t[0], t[1]); }}},
                  {{"a.mul_(b)", [](Tensor& a, Ts t, Ss) { a.mul_(t[1]); }}}});
-    c.push_back({2, Draw::none, [](Bs x, Ss) { return b::gap(x[1]) >= 0.25; },
+    c.push_back({2,
+                 Draw::none,
+                 [](Bs x, Ss) { return b::gap(x[1]) >= 0.25; },
                  [](Bs x, Ss, double u) { return b::round(b::div(x[0], x[1]), u); },
                  {{"a.div(b)", [](Ts t, Ss) { return t[0].div(t[1]); }},
                   {"a / b", [](Ts t, Ss) { return t[0] / t[1]; }},
                   {"lt::div(a, b)", [](Ts t, Ss) { return lt::div(t[0], t[1]); }}},
                  {{"a.div_(b)", [](Tensor& a, Ts t, Ss) { a.div_(t[1]); }}}});
-    c.push_back({2, Draw::none, any, [](Bs x, Ss, double) { return b::maximum(x[0], x[1]); },
+    c.push_back({2,
+                 Draw::none,
+                 any,
+                 [](Bs x, Ss, double) { return b::maximum(x[0], x[1]); },
                  {{"a.maximum(b)", [](Ts t, Ss) { return t[0].maximum(t[1]); }},
                   {"lt::maximum(a, b)", [](Ts t, Ss) { return lt::maximum(t[0], t[1]); }}},
                  {{"a.maximum_(b)", [](Tensor& a, Ts t, Ss) { a.maximum_(t[1]); }}}});
-    c.push_back({2, Draw::none, any, [](Bs x, Ss, double) { return b::minimum(x[0], x[1]); },
+    c.push_back({2,
+                 Draw::none,
+                 any,
+                 [](Bs x, Ss, double) { return b::minimum(x[0], x[1]); },
                  {{"a.minimum(b)", [](Ts t, Ss) { return t[0].minimum(t[1]); }},
                   {"lt::minimum(a, b)", [](Ts t, Ss) { return lt::minimum(t[0], t[1]); }}},
                  {{"a.minimum_(b)", [](Tensor& a, Ts t, Ss) { a.minimum_(t[1]); }}}});
-    c.push_back({2, Draw::weight, any,
+    c.push_back({2,
+                 Draw::weight,
+                 any,
                  [](Bs x, Ss s, double u) { return b::lerp(x[0], x[1], b::scalar(s[0], u), u); },
                  {{"a.lerp(b, s)", [](Ts t, Ss s) { return t[0].lerp(t[1], s[0]); }}},
                  {{"a.lerp_(b, s)", [](Tensor& a, Ts t, Ss s) { a.lerp_(t[1], s[0]); }}}});
-    OpCase copy{2, Draw::none, any, [](Bs x, Ss, double) { return x[1]; }, {},
-                {{"a.copy_(b)", [](Tensor& a, Ts t, Ss) { a.copy_(t[1]); }}}};
+    OpCase copy{2,   Draw::none,
+                any, [](Bs x, Ss, double) { return x[1]; },
+                {},  {{"a.copy_(b)", [](Tensor& a, Ts t, Ss) { a.copy_(t[1]); }}}};
     copy.self_dtype = true;
     c.push_back(copy);
     // Ops of three tensors.
-    c.push_back({3, Draw::none, any,
+    c.push_back({3,
+                 Draw::none,
+                 any,
                  [](Bs x, Ss, double u) { return b::lerp(x[0], x[1], x[2], u); },
                  {{"a.lerp(b, c)", [](Ts t, Ss) { return t[0].lerp(t[1], t[2]); }}},
                  {{"a.lerp_(b, c)", [](Tensor& a, Ts t, Ss) { a.lerp_(t[1], t[2]); }}}});
-    c.push_back({3, Draw::any, any,
-                 [](Bs x, Ss s, double u) {
-                   const Bound term =
-                       b::round(b::mul(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
-                   return b::round(b::add(x[0], term), u);
-                 },
-                 {{"a.addcmul(b, c, s)", [](Ts t, Ss s) { return t[0].addcmul(t[1], t[2], s[0]); }}},
-                 {{"a.addcmul_(b, c, s)",
-                   [](Tensor& a, Ts t, Ss s) { a.addcmul_(t[1], t[2], s[0]); }}}});
-    c.push_back({3, Draw::any, [](Bs x, Ss) { return b::gap(x[2]) >= 0.25; },
-                 [](Bs x, Ss s, double u) {
-                   const Bound term =
-                       b::round(b::div(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
-                   return b::round(b::add(x[0], term), u);
-                 },
-                 {{"a.addcdiv(b, c, s)", [](Ts t, Ss s) { return t[0].addcdiv(t[1], t[2], s[0]); }}},
-                 {{"a.addcdiv_(b, c, s)",
-                   [](Tensor& a, Ts t, Ss s) { a.addcdiv_(t[1], t[2], s[0]); }}}});
+    c.push_back(
+        {3,
+         Draw::any,
+         any,
+         [](Bs x, Ss s, double u) {
+           const Bound term =
+               b::round(b::mul(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
+           return b::round(b::add(x[0], term), u);
+         },
+         {{"a.addcmul(b, c, s)", [](Ts t, Ss s) { return t[0].addcmul(t[1], t[2], s[0]); }}},
+         {{"a.addcmul_(b, c, s)", [](Tensor& a, Ts t, Ss s) { a.addcmul_(t[1], t[2], s[0]); }}}});
+    c.push_back(
+        {3,
+         Draw::any,
+         [](Bs x, Ss) { return b::gap(x[2]) >= 0.25; },
+         [](Bs x, Ss s, double u) {
+           const Bound term =
+               b::round(b::div(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
+           return b::round(b::add(x[0], term), u);
+         },
+         {{"a.addcdiv(b, c, s)", [](Ts t, Ss s) { return t[0].addcdiv(t[1], t[2], s[0]); }}},
+         {{"a.addcdiv_(b, c, s)", [](Tensor& a, Ts t, Ss s) { a.addcdiv_(t[1], t[2], s[0]); }}}});
     return c;
   }();
   return cases;
@@ -352,7 +437,7 @@ struct ProgramOptions {
   int max_ops = 12;
   bool reductions = true;
   bool mixed_dtypes = true;
-  bool large_shapes = true;   // sometimes shapes spanning several tiles and work units
+  bool large_shapes = true;    // sometimes shapes spanning several tiles and work units
   double partial_sync = 0.05;  // chance, per op, of reading a pending tensor before mark_step
 };
 
@@ -580,7 +665,6 @@ class RandomProgram {
       std::shuffle(dims.begin(), dims.end(), rng_);
       keepdim = chance(0.5);
     }
-    if (std::getenv("LT_NO_RANK0") && (all || (!keepdim && static_cast<int>(dims.size()) == rank))) return false;
     enum Kind { kSum, kMean, kMax, kNorm };
     Kind kind = static_cast<Kind>(below(4));
     // A max over nothing throws and a mean over nothing is NaN: sum instead.
@@ -616,8 +700,9 @@ class RandomProgram {
     const Tensor t = all ? (a.*kAll[kind])() : (a.*kDims[kind])(dims, keepdim);
     std::string args;
     for (int d : dims) args += (args.empty() ? "" : ", ") + std::to_string(d);
-    const std::string text = std::string("a.") + kNames[kind] +
-                             (all ? "()" : "({" + args + "}, " + (keepdim ? "true" : "false") + ")");
+    const std::string text =
+        std::string("a.") + kNames[kind] +
+        (all ? "()" : "({" + args + "}, " + (keepdim ? "true" : "false") + ")");
     const std::string name = fresh_name();
     log(name + " = " + describe(text.c_str(), {i}, {}) + " -> " + t.shape().str());
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(a.dtype())) << name;
@@ -682,8 +767,8 @@ class RandomProgram {
       if (!(std::abs(got[i] - want[i]) <= tol)) {
         std::ostringstream out;
         out.precision(17);
-        out << slot.name << " " << when << ": element " << i << " is " << got[i]
-            << ", reference " << want[i] << " (tolerance " << tol << ")";
+        out << slot.name << " " << when << ": element " << i << " is " << got[i] << ", reference "
+            << want[i] << " (tolerance " << tol << ")";
         fail(out.str());
         return;
       }
@@ -723,7 +808,8 @@ class RandomProgram {
     std::vector<Bound> out;
     for (size_t i : in) {
       Bound b = *pool_[i].bound;
-      if (dtype == DType::f32 && pool_[i].t.dtype() == DType::f64) b = bounds::round(b, unit(dtype));
+      if (dtype == DType::f32 && pool_[i].t.dtype() == DType::f64)
+        b = bounds::round(b, unit(dtype));
       out.push_back(b);
     }
     return out;
@@ -798,7 +884,7 @@ class RandomProgram {
       return kLarge[below(3)];
     }
     static constexpr int64_t kDims[] = {1, 2, 3, 4, 5, 7};
-    std::vector<int64_t> dims(below(4) + (std::getenv("LT_NO_RANK0") ? 1 : 0));
+    std::vector<int64_t> dims(below(4));
     for (int64_t& d : dims) d = kDims[below(6)];
     if (!dims.empty() && chance(0.15)) dims[below(static_cast<int>(dims.size()))] = 0;
     return Shape(dims);
@@ -806,8 +892,7 @@ class RandomProgram {
 
   // A shape that broadcasts into `of`: a suffix of its dims, some of them 1.
   Shape sub_shape(const Shape& of) {
-    int rank = chance(0.7) ? of.rank() : below(of.rank() + 1);
-    if (std::getenv("LT_NO_RANK0") && rank == 0) rank = of.rank();
+    const int rank = chance(0.7) ? of.rank() : below(of.rank() + 1);
     std::vector<int64_t> dims;
     for (int d = of.rank() - rank; d < of.rank(); ++d) dims.push_back(chance(0.25) ? 1 : of[d]);
     return Shape(dims);
@@ -844,19 +929,23 @@ class RandomProgram {
                        const std::vector<double>& s) const {
     std::ostringstream out;
     out << text << "  [";
-    for (size_t k = 0; k < in.size(); ++k) out << (k ? ", " : "") << "abc"[k] << "=" << pool_[in[k]].name;
+    for (size_t k = 0; k < in.size(); ++k)
+      out << (k ? ", " : "") << "abc"[k] << "=" << pool_[in[k]].name;
+    out.precision(17);  // enough to replay the op by hand
     for (size_t k = 0; k < s.size(); ++k) out << ", s" << (k ? "1" : "") << "=" << s[k];
     out << "]";
     return out.str();
   }
 
   void add(Slot slot) { pool_.push_back(std::move(slot)); }
-  void log(const std::string& line) { trace_ << line << "\n"; if (std::getenv("LT_DBG")) std::fprintf(stderr, "%s\n", line.c_str()); }
+  void log(const std::string& line) { trace_ << line << "\n"; }
   std::string fresh_name() { return "t" + std::to_string(next_name_++); }
 
   int below(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng_);
+  }
 
   // Far beyond any program's run time, native compiles on a busy machine included.
   static constexpr double kHangSeconds = 120;

@@ -95,14 +95,24 @@ def rss_bytes(pid):
     return 0
 
 
+def cpu_busy_seconds():
+    """CPU seconds all processes on the machine have used since boot (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def run_limited(cmd, timeout, mem_limit, env=None):
     """Runs cmd in its own process group; kills the group past `timeout` seconds or when
     the process's RSS passes `mem_limit` bytes (before the kernel's OOM killer picks some
-    other process on this shared machine). Returns {failure or None, peak_rss, output}."""
+    other process on this shared machine). Returns {failure or None, peak_rss, output,
+    other_cpu}: other_cpu is the share of all CPUs that processes other than cmd used
+    meanwhile, i.e. how far the machine was from quiet."""
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=PEERS_DIR,
                                 env=env, start_new_session=True)
-        start, stopped = time.monotonic(), None
+        start, busy_start, stopped = time.monotonic(), cpu_busy_seconds(), None
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -116,6 +126,9 @@ def run_limited(cmd, timeout, mem_limit, env=None):
                     os.killpg(proc.pid, signal.SIGKILL)
             time.sleep(0.2)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        own = usage.ru_utime + usage.ru_stime
+        other = (cpu_busy_seconds() - busy_start - own) / (
+            (time.monotonic() - start) * len(os.sched_getaffinity(0)))
         log.seek(0)
         output = log.read().decode(errors="replace")
     failure = stopped
@@ -124,7 +137,8 @@ def run_limited(cmd, timeout, mem_limit, env=None):
     elif failure is None and proc.returncode != 0:
         last = output.strip().splitlines()[-1:] or ["no output"]
         failure = f"exit code {proc.returncode}: {last[0][:200]}"
-    return {"failure": failure, "peak_rss": usage.ru_maxrss * 1024, "output": output}
+    return {"failure": failure, "peak_rss": usage.ru_maxrss * 1024, "output": output,
+            "other_cpu": round(max(other, 0.0), 3)}
 
 
 def run_peer(peer, mode, data, steps, args):
@@ -149,6 +163,7 @@ def run_peer(peer, mode, data, steps, args):
             result["error"] += (f" (after {len(done)} steps; step times "
                                 f"{', '.join(sec for _, sec in done)} s)")
     result["peak_rss_gib"] = round(run["peak_rss"] / GIB, 2)
+    result["other_cpu"] = run["other_cpu"]
     if result["status"] != "ok" and args.verbose:
         print(run["output"][-3000:], file=sys.stderr)
     return result
@@ -172,8 +187,7 @@ def lazytensor_dump(binary, policy, directory, args):
 
 
 def lazytensor_row(binary, policy, dump_failure, dump_dir, work, args):
-    row = {"peer": "lazytensor", "variant": f"scalars={policy}", "hf": True,
-           "load_average_at_start": os.getloadavg()[0]}
+    row = {"peer": "lazytensor", "variant": f"scalars={policy}", "hf": True}
     if dump_failure:
         row["agreement"] = {"status": "failed", "error": f"dump: {dump_failure}"}
     else:
@@ -188,7 +202,8 @@ def lazytensor_row(binary, policy, dump_failure, dump_dir, work, args):
     run = run_limited(cmd, args.timeout, args.mem_limit_gib * GIB)
     if run["failure"]:
         row["timing"] = {"status": "failed", "error": run["failure"],
-                         "peak_rss_gib": round(run["peak_rss"] / GIB, 2)}
+                         "peak_rss_gib": round(run["peak_rss"] / GIB, 2),
+                         "other_cpu": run["other_cpu"]}
         return row
     try:
         with open(out) as f:
@@ -202,6 +217,7 @@ def lazytensor_row(binary, policy, dump_failure, dump_dir, work, args):
     row["timing"] = {"status": "ok", "step_seconds_median": report["step_seconds_median"],
                      "first_step_seconds": (report.get("step_seconds") or [None])[0],
                      "peak_rss_gib": round(run["peak_rss"] / GIB, 2),
+                     "other_cpu": run["other_cpu"],
                      "transfers": counters.get("TransferToDeviceSync", 0),
                      "compiles": {"uncached": counters.get("UncachedCompile", 0),
                                   "cached": counters.get("CachedCompile", 0)},
@@ -238,7 +254,7 @@ def fmt_compiles(c):
 
 def table(rows, baseline, dump_note):
     head = ["peer", "variant", "median step (s)", "vs lazytensor", "first step (s)",
-            "agreement", "transfers*", "compiles*", "peak RSS (GiB)", "notes"]
+            "agreement", "transfers*", "compiles*", "peak RSS (GiB)", "other CPU", "notes"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         t = row["timing"]
@@ -250,7 +266,8 @@ def table(rows, baseline, dump_note):
         cells = [peer, row["variant"], fmt_seconds(median), ratio,
                  fmt_seconds(t.get("first_step_seconds")), fmt_agreement(row, dump_note),
                  "-" if t.get("transfers") is None else str(t["transfers"]),
-                 fmt_compiles(t.get("compiles")), str(t.get("peak_rss_gib", "-")), notes]
+                 fmt_compiles(t.get("compiles")), str(t.get("peak_rss_gib", "-")),
+                 "-" if t.get("other_cpu") is None else f"{t['other_cpu']:.0%}", notes]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -333,8 +350,7 @@ def main():
                      for s in args.peers.split(","))]
     for peer in wanted:
         print(f"running {peer.name}: {peer.variant}", file=sys.stderr, flush=True)
-        row = {"peer": peer.name, "variant": peer.variant, "hf": peer.hf,
-               "load_average_at_start": os.getloadavg()[0]}
+        row = {"peer": peer.name, "variant": peer.variant, "hf": peer.hf}
         if peer.hf and args.dump:
             row["agreement"] = run_peer(peer, "check", args.dump, 0, args)
         row["timing"] = run_peer(peer, "time", data, args.steps, args)
@@ -342,14 +358,15 @@ def main():
 
     base = rows[0]["timing"].get("step_seconds_median") if have_lt else None
     print(table(rows, base, dump_note))
-    loads = [r["load_average_at_start"] for r in rows if "load_average_at_start" in r]
-    if loads and max(loads) > 0.5:
+    busiest = max((r["timing"].get("other_cpu") or 0 for r in rows), default=0)
+    if busiest > 0.1:
         # Other work on the cores skews times, OpenMP-threaded peers (torch) the most.
-        print(f"\nWARNING: the machine was busy: 1-minute load average up to {max(loads):.1f} "
-              f"at the start of a row (on {info['usable_cores']} cores); times are unreliable.")
+        print(f"\nWARNING: other processes used up to {busiest:.0%} of the CPUs during a row; "
+              "times in such rows are unreliable.")
     print("\n*transfers and compiles: counted over the timed steps (after the warm-up step); "
           "'-' where the framework does not count them. vs lazytensor: median step time over "
-          "lazytensor's with scalars=argument (above 1x: slower than lazytensor).")
+          "lazytensor's with scalars=argument (above 1x: slower than lazytensor). other CPU: "
+          "share of the CPUs used by other processes during the row's timing run.")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "model": args.model, "tensors": len(shapes),

@@ -1,0 +1,566 @@
+// The native kernel path: generated C++ compiled by the system compiler, loaded with dlopen and
+// cached in memory and on disk. Every elementwise op, NaN and infinity included, matches the
+// reference; one compiled kernel serves every shape and every scalar value; in-place kernels
+// write into donated buffers correctly.
+#include <gtest/gtest.h>
+#include <lazytensor/lazytensor.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/compiled_kernel.h"
+#include "ir/node.h"
+#include "ir/ops.h"
+#include "runtime/config.h"
+#include "runtime/tensor_impl.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using lt::DType;
+using lt::Shape;
+using lt::Tensor;
+using lt::compiler::Instr;
+using lt::compiler::InstrKind;
+using lt::compiler::KernelProgram;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Tol {
+  double rtol;
+  double atol;
+};
+constexpr Tol kF32{1e-5, 1e-6};
+constexpr Tol kF32Transcendental{1e-5, 1e-5};
+constexpr Tol kF64{1e-12, 1e-12};
+constexpr Tol kF32Reduce{1e-4, 1e-4};
+
+// Equal within tolerance, or both NaN, or the same infinity.
+bool same(double got, double want, Tol tol) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
+  return got == want || std::abs(got - want) <= tol.atol + tol.rtol * std::abs(want);
+}
+
+// One failure naming the first mismatch and the count, rather than one failure per element.
+void expect_same(const std::vector<double>& got, const std::vector<double>& want, Tol tol) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0;
+  size_t first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (same(got[i], want[i], tol)) continue;
+    if (bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
+                     << want[first];
+}
+
+int64_t counter(const char* name) {
+  return lt::metrics::counter_value(name);
+}
+
+// Kernels obtained from the native compiler: compiled now or loaded from the disk cache.
+int64_t native_kernels() {
+  return counter("KernelCompile") + counter("KernelDiskCacheHit");
+}
+
+// A size no earlier graph in this process has used, so that a test's first step compiles.
+int64_t fresh_size() {
+  static int64_t next = 5000;
+  return next++;
+}
+
+// A constant no other graph of this process has used. Under the constant policy it is part of
+// the kernel program, so the program is new to the in-memory kernel cache (the disk cache
+// keeps it from one run to the next).
+double fresh_constant() {
+  static int next = 1;
+  return 1.0 + next++ * 0x1p-20;
+}
+
+// Runs `restore` when a test ends, pass or fail: the settings it changes are process-wide.
+class Restore {
+ public:
+  explicit Restore(std::function<void()> restore) : restore_(std::move(restore)) {}
+  ~Restore() { restore_(); }
+  Restore(const Restore&) = delete;
+  Restore& operator=(const Restore&) = delete;
+
+ private:
+  std::function<void()> restore_;
+};
+
+// A fresh directory, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "lt-codegen-test-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  // The names of the files in the directory.
+  std::set<std::string> files() const {
+    std::set<std::string> out;
+    for (const auto& entry : fs::directory_iterator(path_)) out.insert(entry.path().filename());
+    return out;
+  }
+
+ private:
+  fs::path path_;
+};
+
+class CodegenTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    lt::set_kernel_compiler("native");
+    settle();
+  }
+  void TearDown() override {
+    // The native path falls back to the interpreter when it cannot compile or load a kernel.
+    if (!HasFailure()) {
+      EXPECT_EQ(lt::kernel_compiler(), "native") << "a native compile failed; the interpreter ran";
+    }
+    settle();
+    lt::set_kernel_compiler("interpreter");
+  }
+
+  static void settle() {
+    lt::mark_step();
+    lt::wait_device_ops();
+  }
+
+  // Values in [lo, hi), exactly representable in `dtype`.
+  Tensor uniform(const Shape& shape, double lo, double hi, DType dtype) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<double> values(static_cast<size_t>(shape.numel()));
+    for (double& v : values) v = dist(gen_);
+    return upload(values, shape, dtype);
+  }
+  static Tensor upload(const std::vector<double>& values, const Shape& shape, DType dtype) {
+    if (dtype == DType::f64) return lt::from_vector(values, shape);
+    return lt::from_vector(std::vector<float>(values.begin(), values.end()), shape);
+  }
+
+ private:
+  static uint32_t draw_seed() {
+    const char* fixed = std::getenv("LT_TEST_SEED");
+    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
+  }
+
+  const uint32_t seed_ = draw_seed();
+  std::mt19937 gen_{seed_};
+  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
+};
+
+struct Output {
+  std::string name;
+  Tensor tensor;
+  Tol tol;
+};
+
+// Every elementwise op of x (any sign), y (positive) and w (in [0, 1]), each through the
+// Tensor API. The caller chooses the inputs' values.
+std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) {
+  const bool f64 = x.dtype() == DType::f64;
+  const Tol arithmetic = f64 ? kF64 : kF32;
+  const Tol transcendental = f64 ? kF64 : kF32Transcendental;
+  return {
+      {"neg", x.neg(), arithmetic},
+      {"abs", x.abs(), arithmetic},
+      {"sqrt", y.sqrt(), arithmetic},
+      {"rsqrt", y.rsqrt(), transcendental},
+      {"exp", x.exp(), transcendental},
+      {"log", y.log(), transcendental},
+      {"tanh", x.tanh(), transcendental},
+      {"sigmoid", x.sigmoid(), transcendental},
+      {"relu", x.relu(), arithmetic},
+      {"add", x + y, arithmetic},
+      {"sub", x - y, arithmetic},
+      {"mul", x * y, arithmetic},
+      {"div", x / y, arithmetic},
+      {"pow", y.pow(2.5), transcendental},
+      {"maximum", x.maximum(y), arithmetic},
+      {"minimum", x.minimum(y), arithmetic},
+      {"clamp", x.clamp(-1.5, 0.75), arithmetic},
+      {"lerp_scalar", x.lerp(y, 0.3), arithmetic},
+      {"lerp_tensor", x.lerp(y, w), arithmetic},
+      {"clone", x.clone(), arithmetic},
+      {"cast", x.to(f64 ? DType::f32 : DType::f64).add(1.0), kF32},
+      {"add_alpha", x.add(y, -0.7), arithmetic},
+      {"addcmul", x.addcmul(y, w, 0.4), arithmetic},
+      {"addcdiv", x.addcdiv(w, y, -1.3), arithmetic},
+  };
+}
+
+// The ops reachable from the outputs' IR.
+std::set<lt::ir::OpKind> ops_in(const std::vector<Output>& outputs) {
+  std::set<lt::ir::OpKind> ops;
+  std::vector<const lt::ir::Node*> stack;
+  for (const Output& out : outputs) stack.push_back(out.tensor.impl()->ir.get());
+  while (!stack.empty()) {
+    const lt::ir::Node* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr) continue;
+    ops.insert(node->op);
+    for (int i = 0; i < node->num_operands; ++i) stack.push_back(node->operands[i].get());
+  }
+  return ops;
+}
+
+// Launches `outputs` as one step and compares each with its reference.
+void check_outputs(const std::vector<Output>& outputs) {
+  std::vector<std::vector<double>> want;
+  for (const Output& out : outputs) want.push_back(lt::reference::evaluate(out.tensor));
+  // One step: every kernel the outputs need goes to the system compiler in one run.
+  lt::mark_step();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    SCOPED_TRACE(outputs[i].name);
+    expect_same(outputs[i].tensor.to_vector<double>(), want[i], outputs[i].tol);
+  }
+}
+
+TEST_F(CodegenTest, EveryElementwiseOpMatchesTheReference) {
+  // Not a multiple of the vector width: the loop's tail runs too.
+  const Shape shape{fresh_size() % 100 + 1001};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(lt::dtype_name(dtype));
+    const std::vector<Output> outputs = every_op(
+        uniform(shape, -3, 3, dtype), uniform(shape, 0.25, 4, dtype), uniform(shape, 0, 1, dtype));
+    // A new op in op_table.def needs a line in every_op.
+    const std::set<lt::ir::OpKind> covered = ops_in(outputs);
+    for (int k = 0; k < static_cast<int>(lt::ir::OpKind::kCount); ++k) {
+      const auto op = static_cast<lt::ir::OpKind>(k);
+      if (lt::ir::is_elementwise(op)) {
+        EXPECT_TRUE(covered.count(op)) << lt::ir::op_info(op).name << " is not tested";
+      }
+    }
+    check_outputs(outputs);
+  }
+}
+
+// NaN, infinities and signed zeros propagate as in the reference (and PyTorch).
+TEST_F(CodegenTest, SpecialValuesMatchTheReference) {
+  const std::vector<double> specials = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0};
+  const int64_t k = static_cast<int64_t>(specials.size());
+  std::vector<double> xv, yv, wv;
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      xv.push_back(specials[i]);
+      yv.push_back(specials[j]);
+      wv.push_back(specials[(i + j) % k]);
+    }
+  }
+  const Shape shape{k * k};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(lt::dtype_name(dtype));
+    check_outputs(
+        every_op(upload(xv, shape, dtype), upload(yv, shape, dtype), upload(wv, shape, dtype)));
+  }
+}
+
+// Kernel identity leaves sizes out: a new shape is a new graph but no new kernel.
+TEST_F(CodegenTest, OneCompiledKernelServesEveryShape) {
+  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
+  lt::set_scalar_policy(lt::ScalarPolicy::constant);
+  const double c = fresh_constant();
+  auto step = [&](const Shape& a_shape, const Shape& b_shape) {
+    const Tensor a = uniform(a_shape, -1, 1, DType::f32);
+    const Tensor b = uniform(b_shape, -1, 1, DType::f32);
+    const Tensor y = (a * c + b).tanh();
+    const std::vector<double> want = lt::reference::evaluate(y);
+    lt::mark_step();
+    expect_same(y.to_vector<double>(), want, kF32Transcendental);
+  };
+
+  const int64_t graphs = counter("UncachedCompile");
+  const int64_t kernels = native_kernels();
+  step({fresh_size()}, {1});
+  EXPECT_EQ(counter("UncachedCompile") - graphs, 1);
+  EXPECT_EQ(native_kernels() - kernels, 1);
+  const size_t cached = lt::kernel_cache_entries();
+
+  const int64_t rows = fresh_size();
+  step({rows, 3}, {rows, 3});
+  step({rows, 3}, {3});  // a broadcast operand: gathered, the same kernel
+  EXPECT_EQ(counter("UncachedCompile") - graphs, 3);
+  EXPECT_EQ(native_kernels() - kernels, 1);
+  EXPECT_EQ(lt::kernel_cache_entries(), cached);
+}
+
+// Scalars are kernel arguments: any value, NaN and huge ones included, runs the same code.
+TEST_F(CodegenTest, ScalarArgumentsNeverRecompile) {
+  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
+  lt::set_scalar_policy(lt::ScalarPolicy::argument);
+  const Shape shape{fresh_size()};
+  const Tensor x32 = uniform(shape, -1, 1, DType::f32);
+  const Tensor z32 = uniform(shape, -1, 1, DType::f32);
+  const Tensor x64 = uniform(shape, -1, 1, DType::f64);
+  settle();
+
+  int64_t graphs = 0;
+  int64_t kernels = 0;
+  bool first = true;
+  for (double s : {0.75, 0.0, 1.0, -1.0, kNaN, 1e30, -1e30, 0.1}) {
+    SCOPED_TRACE("s = " + std::to_string(s));
+    const Tensor y = x32 * s + z32;
+    const Tensor v = z32.clamp_min(s);
+    const Tensor w = x64.add(x64, s);
+    std::vector<std::vector<double>> want = {lt::reference::evaluate(y), lt::reference::evaluate(v),
+                                             lt::reference::evaluate(w)};
+    lt::mark_step();
+    expect_same(y.to_vector<double>(), want[0], kF32);
+    expect_same(v.to_vector<double>(), want[1], kF32);
+    expect_same(w.to_vector<double>(), want[2], kF64);
+    if (first) {
+      graphs = counter("UncachedCompile");
+      kernels = native_kernels();
+      first = false;
+      continue;
+    }
+    EXPECT_TRUE(lt::last_step_stats().cache_hit);
+    EXPECT_EQ(counter("UncachedCompile"), graphs);
+    EXPECT_EQ(native_kernels(), kernels);
+  }
+}
+
+// In-place updates write into the buffers they replace, even when an operand is gathered.
+TEST_F(CodegenTest, InPlaceKernelsWriteDonatedBuffersCorrectly) {
+  const int64_t n = fresh_size();
+  Tensor p = uniform({n}, -1, 1, DType::f32);
+  Tensor m = uniform({n}, -1, 1, DType::f32);
+  const Tensor g = uniform({n}, -1, 1, DType::f32);
+  Tensor q = uniform({64, 33}, -1, 1, DType::f64);
+  const Tensor row = uniform({33}, -1, 1, DType::f64);
+  settle();
+  std::vector<double> pw = p.to_vector<double>(), mw = m.to_vector<double>();
+  std::vector<double> qw = q.to_vector<double>();
+  const std::vector<double> gv = g.to_vector<double>(), rv = row.to_vector<double>();
+
+  for (int step = 1; step <= 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const double lr = 0.1 / step;
+    m.mul_(0.9).add_(g, 0.1);
+    p.add_(m, -lr);
+    q.add_(row).mul_(0.5);
+    lt::mark_step();
+    EXPECT_EQ(lt::last_step_stats().donated_buffers, 3);
+    for (size_t i = 0; i < pw.size(); ++i) {
+      mw[i] = mw[i] * 0.9 + 0.1 * gv[i];
+      pw[i] -= lr * mw[i];
+    }
+    for (size_t i = 0; i < qw.size(); ++i) qw[i] = (qw[i] + rv[i % 33]) * 0.5;
+  }
+  expect_same(m.to_vector<double>(), mw, kF32);
+  expect_same(p.to_vector<double>(), pw, kF32);
+  expect_same(q.to_vector<double>(), qw, kF64);
+}
+
+// Reductions fold the values a native kernel computes from their producers.
+TEST_F(CodegenTest, NativeReductionsMatchTheReference) {
+  const int64_t rows = fresh_size() % 50 + 3;
+  const Tensor x = uniform({rows, 77}, -2, 2, DType::f32);
+  const Tensor y = uniform({rows, 77}, -2, 2, DType::f32);
+  const std::vector<Tensor> outputs = {(x * y + 1.0).sum({1}), (x - y).norm(),
+                                       x.exp().mean({0}, /*keepdim=*/true), (x + y).max({1})};
+  std::vector<std::vector<double>> want;
+  for (const Tensor& t : outputs) want.push_back(lt::reference::evaluate(t));
+  lt::mark_step();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    expect_same(outputs[i].to_vector<double>(), want[i], kF32Reduce);
+  }
+}
+
+// --- The generated source and the compiler, without the engine around them. ---
+
+int32_t add_instr(KernelProgram& program, InstrKind kind, DType dtype, lt::ir::OpKind op,
+                  std::vector<int32_t> args, int32_t index = 0, double constant = 0) {
+  Instr instr;
+  instr.kind = kind;
+  instr.op = op;
+  instr.dtype = dtype;
+  for (size_t a = 0; a < args.size(); ++a) instr.args[a] = args[a];
+  instr.index = index;
+  instr.constant = constant;
+  if (kind == InstrKind::Input) program.input_dtypes.push_back(dtype);
+  if (kind == InstrKind::Scalar) ++program.num_scalars;
+  program.instrs.push_back(instr);
+  return static_cast<int32_t>(program.instrs.size() - 1);
+}
+
+// out0 = (x * s + y) * c, out1 = x * s, out2..4 = NaN, +inf, -inf (constants), in f64.
+KernelProgram sample_program(double c) {
+  using lt::ir::OpKind;
+  constexpr DType f64 = DType::f64;
+  KernelProgram p;
+  const int32_t x = add_instr(p, InstrKind::Input, f64, OpKind::kCount, {}, 0);
+  const int32_t y = add_instr(p, InstrKind::Input, f64, OpKind::kCount, {}, 1);
+  const int32_t s = add_instr(p, InstrKind::Scalar, f64, OpKind::kCount, {}, 0);
+  const int32_t k = add_instr(p, InstrKind::Constant, f64, OpKind::kCount, {}, 0, c);
+  const int32_t xs = add_instr(p, InstrKind::Op, f64, OpKind::Mul, {x, s});
+  const int32_t sum = add_instr(p, InstrKind::Op, f64, OpKind::Add, {xs, y});
+  const int32_t scaled = add_instr(p, InstrKind::Op, f64, OpKind::Mul, {sum, k});
+  p.outputs = {scaled, xs};
+  for (double special : {kNaN, kInf, -kInf}) {
+    const int32_t r = add_instr(p, InstrKind::Constant, f64, OpKind::kCount, {}, 0, special);
+    p.outputs.push_back(add_instr(p, InstrKind::Op, f64, OpKind::Identity, {r}));
+  }
+  return p;
+}
+
+TEST_F(CodegenTest, GeneratedSourceHoistsScalarsAndVectorizesTheLoop) {
+  const KernelProgram program = sample_program(0.1);
+  const std::string source = lt::compiler::generate_source({&program}, {"lt_test_kernel"});
+  for (const char* expected :
+       {"namespace lt_kernel", "extern \"C\" void lt_test_kernel(", "#pragma GCC ivdep",
+        "lt_kernel::MulFn{}(r0, r2)", "lt_kernel::AddFn{}(r4, r1)", "lt_kernel::MulFn{}(r5, r3)",
+        "static_cast<double>(s[0])", "__builtin_nan(\"\")", "-__builtin_inf()"}) {
+    EXPECT_NE(source.find(expected), std::string::npos) << "missing: " << expected;
+  }
+  // Scalars and constants are loop-invariant: loaded once, before the loop.
+  EXPECT_LT(source.find("s[0]"), source.find("#pragma GCC ivdep"));
+  EXPECT_LT(source.find("__builtin_nan"), source.find("#pragma GCC ivdep"));
+}
+
+// Runs a compiled sample_program over n elements, the first output in place over x.
+void expect_sample_kernel_works(const lt::compiler::CompiledKernel& kernel, double c) {
+  constexpr int64_t n = 37;
+  std::vector<double> x(n), y(n), xs(n), nan(n), inf(n), ninf(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = 0.25 * static_cast<double>(i) - 3;
+    y[i] = 1.0 / static_cast<double>(i + 1);
+  }
+  const std::vector<double> x0 = x;
+  const double s = -1.75;
+  const void* inputs[] = {x.data(), y.data()};
+  void* outputs[] = {x.data(), xs.data(), nan.data(), inf.data(), ninf.data()};
+  kernel.run(inputs, outputs, &s, n);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(x[i], (x0[i] * s + y[i]) * c, 1e-14) << i;
+    EXPECT_EQ(xs[i], x0[i] * s) << i;
+    EXPECT_TRUE(std::isnan(nan[i])) << i;
+    EXPECT_EQ(inf[i], kInf) << i;
+    EXPECT_EQ(ninf[i], -kInf) << i;
+  }
+}
+
+TEST_F(CodegenTest, CompiledSourceRunsInPlace) {
+  const double c = fresh_constant();
+  const KernelProgram program = sample_program(c);
+  const auto kernels = lt::compiler::compile_native({&program});
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_STREQ(kernels[0]->method(), "native");
+  expect_sample_kernel_works(*kernels[0], c);
+}
+
+// The disk cache: a compile stores one shared object and leaves nothing else behind; the same
+// source again is loaded from disk; another directory starts cold.
+TEST_F(CodegenTest, DiskCacheServesTheSameSourceAgain) {
+  const Restore restore([dir = lt::kernel_cache_dir()] { lt::set_kernel_cache_dir(dir); });
+  const TempDir first;
+  const TempDir second;
+  const double c = fresh_constant();
+  const KernelProgram program = sample_program(c);
+
+  lt::set_kernel_cache_dir(first.path().string());
+  int64_t compiles = counter("KernelCompile");
+  int64_t hits = counter("KernelDiskCacheHit");
+  expect_sample_kernel_works(*lt::compiler::compile_native({&program}).at(0), c);
+  EXPECT_EQ(counter("KernelCompile") - compiles, 1);
+  EXPECT_EQ(counter("KernelDiskCacheHit") - hits, 0);
+  const std::set<std::string> files = first.files();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(fs::path(*files.begin()).extension(), ".so");
+
+  expect_sample_kernel_works(*lt::compiler::compile_native({&program}).at(0), c);
+  EXPECT_EQ(counter("KernelCompile") - compiles, 1);
+  EXPECT_EQ(counter("KernelDiskCacheHit") - hits, 1);
+  EXPECT_EQ(first.files(), files);
+
+  lt::set_kernel_cache_dir(second.path().string());
+  expect_sample_kernel_works(*lt::compiler::compile_native({&program}).at(0), c);
+  EXPECT_EQ(counter("KernelCompile") - compiles, 2);
+  EXPECT_EQ(second.files(), files);
+}
+
+// The engine compiles into the directory set at run time.
+TEST_F(CodegenTest, KernelCacheDirSetAtRunTimeIsUsed) {
+  const Restore restore([dir = lt::kernel_cache_dir(), policy = lt::scalar_policy()] {
+    lt::set_kernel_cache_dir(dir);
+    lt::set_scalar_policy(policy);
+  });
+  const TempDir dir;
+  lt::set_kernel_cache_dir(dir.path().string());
+  lt::set_scalar_policy(lt::ScalarPolicy::constant);
+  const int64_t compiles = counter("KernelCompile");
+  const Tensor a = uniform({fresh_size()}, -1, 1, DType::f32);
+  const Tensor y = a * fresh_constant();
+  const std::vector<double> want = lt::reference::evaluate(y);
+  lt::mark_step();
+  expect_same(y.to_vector<double>(), want, kF32);
+  EXPECT_EQ(counter("KernelCompile") - compiles, 1);
+  EXPECT_EQ(dir.files().size(), 1u);
+}
+
+// A disk cache bound below one kernel's size still lets the kernel just compiled load.
+TEST_F(CodegenTest, TinyDiskCacheStillLoadsTheNewKernel) {
+  const Restore restore([dir = lt::kernel_cache_dir(),
+                         bytes = lt::runtime::config().kernel_cache_bytes.load(),
+                         policy = lt::scalar_policy()] {
+    lt::set_kernel_cache_dir(dir);
+    lt::set_kernel_cache_bytes(bytes);
+    lt::set_scalar_policy(policy);
+  });
+  const TempDir dir;
+  lt::set_kernel_cache_dir(dir.path().string());
+  lt::set_kernel_cache_bytes(1);
+  lt::set_scalar_policy(lt::ScalarPolicy::constant);
+  const int64_t compiles = counter("KernelCompile");
+  const Tensor a = uniform({fresh_size()}, -1, 1, DType::f32);
+  const Tensor y = a * fresh_constant();
+  const std::vector<double> want = lt::reference::evaluate(y);
+  lt::mark_step();
+  expect_same(y.to_vector<double>(), want, kF32);
+  EXPECT_EQ(counter("KernelCompile") - compiles, 1);
+  EXPECT_EQ(lt::kernel_compiler(), "native");
+}
+
+// Choosing the native compiler applies to graphs compiled before the switch as well.
+TEST_F(CodegenTest, SwitchingToNativeAppliesToCachedGraphs) {
+  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
+  lt::set_scalar_policy(lt::ScalarPolicy::constant);
+  const double c = fresh_constant();
+  Tensor p = uniform({fresh_size()}, -1, 1, DType::f32);
+  std::vector<double> want = p.to_vector<double>();
+  settle();
+
+  lt::set_kernel_compiler("interpreter");
+  p.mul_(c);
+  lt::mark_step();
+  lt::set_kernel_compiler("native");
+  const int64_t kernels = native_kernels();
+  p.mul_(c);
+  lt::mark_step();
+  for (double& v : want) v = static_cast<float>(static_cast<float>(v * c) * c);
+  expect_same(p.to_vector<double>(), want, kF32);
+  EXPECT_EQ(native_kernels() - kernels, 1) << "the step ran the interpreter's kernel";
+}
+
+}  // namespace
