@@ -104,6 +104,7 @@ class FusionTest : public testing::Test {
     return out;
   }
   uint64_t next_seed() { return gen_(); }
+  uint32_t seed() const { return seed_; }
 
  private:
   static uint32_t draw_seed() {
@@ -260,8 +261,8 @@ TEST_F(FusionTest, ReductionOverDimsAbsorbsItsProducers) {
   const Tensor row_max = (x * x).max({-1}, /*keepdim=*/true);
   lt::mark_step();
   EXPECT_EQ(lt::last_step_stats().kernels, 2);
-  EXPECT_EQ(column_mean.shape().str(), "[" + std::to_string(cols) + "]");
-  EXPECT_EQ(row_max.shape().str(), "[" + std::to_string(rows) + ", 1]");
+  EXPECT_EQ(column_mean.shape().to_vector(), (std::vector<int64_t>{cols}));
+  EXPECT_EQ(row_max.shape().to_vector(), (std::vector<int64_t>{rows, 1}));
   std::vector<double> want_mean(cols, 0.0);
   std::vector<double> want_max(rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -539,28 +540,30 @@ TEST_F(FusionTest, RankZeroOperandOverASmallVector) {
 
 // --- Random elementwise graphs against the reference evaluator. ---
 
-void run_random_graphs(uint64_t seed, int count) {
+// `count` random one-step graphs; `test_seed` replays them.
+void run_random_graphs(uint64_t seed, int count, uint32_t test_seed) {
   lt_test::ProgramOptions options;
   options.steps = 1;
   options.reductions = false;
   options.partial_sync = 0;
   std::mt19937_64 seeds(seed);
   for (int i = 0; i < count && !testing::Test::HasFailure(); ++i) {
-    const uint64_t program = seeds();
-    SCOPED_TRACE("graph " + std::to_string(i));
-    lt_test::RandomProgram(program, options, "a random graph of fusion_test").run();
+    const std::string label =
+        "LT_TEST_SEED=" + std::to_string(test_seed) + ", graph " + std::to_string(i);
+    SCOPED_TRACE(label);
+    lt_test::RandomProgram(seeds(), options, label).run();
   }
 }
 
 TEST_F(FusionTest, RandomElementwiseGraphsMatchTheReference) {
-  run_random_graphs(next_seed(), 60);
+  run_random_graphs(next_seed(), 60, seed());
 }
 
 TEST_F(FusionTest, RandomElementwiseGraphsMatchTheReferenceNative) {
   const Restore restore([] { lt::set_kernel_compiler("interpreter"); });
   lt::set_kernel_compiler("native");
   // Few graphs: each compiles new kernels with the system compiler.
-  run_random_graphs(next_seed(), 3);
+  run_random_graphs(next_seed(), 3, seed());
   EXPECT_EQ(lt::kernel_compiler(), "native") << "the native compiler failed; the interpreter ran";
 }
 

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "random_program.h"
 
@@ -45,8 +46,9 @@ int failures_so_far() {
   const testing::TestResult& result =
       *testing::UnitTest::GetInstance()->current_test_info()->result();
   int failed = 0;
-  for (int i = 0; i < result.total_part_count(); ++i)
+  for (int i = 0; i < result.total_part_count(); ++i) {
     failed += result.GetTestPartResult(i).failed();
+  }
   return failed;
 }
 

@@ -664,6 +664,7 @@ class RandomProgram {
       }
       std::shuffle(dims.begin(), dims.end(), rng_);
       keepdim = chance(0.5);
+      if (dims.empty()) count = a.numel();  // as torch: no dims reduces them all
     }
     enum Kind { kSum, kMean, kMax, kNorm };
     Kind kind = static_cast<Kind>(below(4));
@@ -939,7 +940,10 @@ class RandomProgram {
 
   void add(Slot slot) { pool_.push_back(std::move(slot)); }
   void log(const std::string& line) { trace_ << line << "\n"; }
-  std::string fresh_name() { return "t" + std::to_string(next_name_++); }
+  std::string fresh_name() {
+    std::string name = "t";  // appended, not "t" + ...: GCC 12 warns wrongly on that (-Wrestrict)
+    return name += std::to_string(next_name_++);
+  }
 
   int below(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }

@@ -136,6 +136,20 @@ std::vector<Kernel> partition(const ir::Graph& graph) {
     }
   }
 
+  // Sibling fusion: groups of one shape and level that read the same value share a kernel, so
+  // the value is read once. Rank-0 values (shared scalars) do not count: they would glue
+  // together the updates of unrelated tensors. Merging groups of one level cannot make a
+  // cycle, since every path between different groups lowers the level.
+  for (uint32_t p = 0; p < n; ++p) {
+    if (nodes[p]->shape.numel() <= 1) continue;
+    std::unordered_map<int, uint32_t> first_user_at_level;
+    for (uint32_t u : users[p]) {
+      if (!elementwise(u) || folded[u] || !same_shape(p, u)) continue;
+      auto [it, fresh] = first_user_at_level.emplace(level[u], u);
+      if (!fresh) groups.unite(it->second, u);
+    }
+  }
+
   std::vector<Kernel> kernels;
   std::vector<uint32_t> first_node;  // for ordering kernels of one level
 

@@ -129,7 +129,6 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     fs::rename(tmp_path, so_path, ec);
     if (ec) throw Error("kernel compiler: cannot store " + so_path.string() + ": " + ec.message());
     metrics::counter("KernelCompile").add(static_cast<int64_t>(programs.size()));
-    trim_disk_cache(dir, runtime::config().kernel_cache_bytes);
   }
 
   auto object = std::make_shared<SharedObject>();
@@ -137,6 +136,8 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
   if (!object->handle) {
     throw Error(std::string("kernel compiler: cannot load ") + so_path.string() + ": " + dlerror());
   }
+  // Trimmed only once loaded: the new file may go, its code stays mapped.
+  trim_disk_cache(dir, runtime::config().kernel_cache_bytes);
   std::vector<std::shared_ptr<CompiledKernel>> kernels;
   for (const std::string& symbol : symbols) {
     auto fn = reinterpret_cast<NativeKernel::Fn>(dlsym(object->handle, symbol.c_str()));

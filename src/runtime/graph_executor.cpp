@@ -35,7 +35,8 @@ struct ExecutorState {
   uint64_t epoch = 0;
   int64_t steps = 0;
   int64_t compiles = 0;
-  std::vector<int64_t> compiles_per_step;
+  // Compiles per step, run-length encoded (steps, compiles) so that a long run stays small.
+  std::vector<std::pair<int64_t, int64_t>> compile_runs;
   std::string last_recompile_reason;
   StepStats last_stats;
 };
@@ -94,7 +95,7 @@ struct Record {
 std::vector<Record> records(const GraphSignature& signature) {
   std::vector<Record> out;
   const auto& w = signature.words;
-  for (size_t i = 0; i < w.size() && w[i] != kOutputsMarker;) {
+  for (size_t i = 1; i < w.size() && w[i] != kOutputsMarker;) {
     Record r;
     r.begin = i;
     r.header = w[i];
@@ -194,6 +195,8 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
 
   ir::Graph graph;
   GraphSignature signature;
+  // Executables hold kernels of one compiler: switching compilers must not reuse them.
+  signature.words.push_back(config().kernel_compiler() == "native" ? 1 : 2);
   const uint64_t walk_epoch = ++st.epoch;
   collect(roots, walk_epoch, graph, signature);
 
@@ -220,7 +223,9 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
                 : std::string("the compile cache is empty (evicted)"));
       if (config().debug) {
         std::string per_step;
-        for (int64_t c : st.compiles_per_step) per_step += std::to_string(c) + " ";
+        for (const auto& [steps, compiles] : st.compile_runs) {
+          per_step += std::to_string(compiles) + (steps > 1 ? " x" + std::to_string(steps) : "") + " ";
+        }
         std::fprintf(stderr, "lazytensor: %s\nlazytensor: compiles per step so far: %s\n",
                      st.last_recompile_reason.c_str(), per_step.c_str());
       }
@@ -294,7 +299,11 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
   st.last_stats.launches = exe->num_launches;
   st.last_stats.donated_buffers = donations;
   st.last_stats.cache_hit = compiles_now == 0;
-  st.compiles_per_step.push_back(compiles_now);
+  if (!st.compile_runs.empty() && st.compile_runs.back().second == compiles_now) {
+    ++st.compile_runs.back().first;
+  } else {
+    st.compile_runs.emplace_back(1, compiles_now);
+  }
 
   if (failure.empty()) device.execute(exe, std::move(args));
   trace_time.record(
@@ -314,7 +323,9 @@ std::string last_recompile_reason() {
 
 std::vector<int64_t> compiles_per_step() {
   std::lock_guard<std::mutex> lock(state().mu);
-  return state().compiles_per_step;
+  std::vector<int64_t> out;
+  for (const auto& [steps, compiles] : state().compile_runs) out.insert(out.end(), steps, compiles);
+  return out;
 }
 
 size_t compile_cache_entries() {

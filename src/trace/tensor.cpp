@@ -43,8 +43,8 @@ ir::NodePtr clamp_node(const Tensor& t, double min, double max, const char* op) 
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, double weight, const char* op) {
-  ir::NodePtr v = value_of(t, op);
-  return elementwise(op, OpKind::Lerp, {v, value_of(end, op), scalar(weight, v->dtype)});
+  ir::NodePtr v = value_of(t, op), e = value_of(end, op);
+  return elementwise(op, OpKind::Lerp, {v, e, scalar(weight, trace::result_dtype({v, e}))});
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, const Tensor& weight, const char* op) {
@@ -69,7 +69,7 @@ ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double 
   trace::broadcast_shapes(op, trace::broadcast_shapes(op, vs->shape, v1->shape), v2->shape);
   const DType dtype = trace::result_dtype({vs, v1, v2});
   ir::NodePtr term = elementwise(op, OpKind::Mul, {scalar(value, dtype), trace::cast(v1, dtype)});
-  term = elementwise(op, kind, {term, v2});
+  term = elementwise(op, kind, {term, trace::cast(v2, dtype)});
   return elementwise(op, OpKind::Add, {vs, term});
 }
 
@@ -77,6 +77,8 @@ ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double 
 uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>& dims) {
   uint32_t mask = 0;
   const int rank = shape.rank();
+  // As torch.sum(x, dim=[]): no dims means all of them.
+  if (dims.empty()) return rank == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << rank) - 1);
   for (int dim : dims) {
     const int d = dim < 0 ? dim + rank : dim;
     if (d < 0 || d >= std::max(rank, 1) || (rank == 0 && d != 0)) {
