@@ -30,11 +30,12 @@ test-sanitize: deps
 	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=address,undefined \
 	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
 	cmake --build build/asan -j$(JOBS)
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build/asan --output-on-failure -j$(JOBS)
+	LT_SOAK_STEPS=2000 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --test-dir build/asan --output-on-failure -j$(JOBS)
 	cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=thread \
 	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
 	cmake --build build/tsan -j$(JOBS)
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j$(JOBS)
+	LT_SOAK_STEPS=2000 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j$(JOBS)
 
 # The differential fuzz test for as long as asked: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 300

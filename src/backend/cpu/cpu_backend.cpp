@@ -42,6 +42,11 @@ int64_t available_memory() {
   return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
 }
 
+// memcpy that accepts the null pointers of empty vectors.
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
 int thread_count() {
   int n = runtime::config().num_threads;
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -97,7 +102,7 @@ class CpuBackend final : public Backend {
       // this is what a synchronous upload costs on a real device.
       std::promise<void> done;
       stream_.enqueue([&] {
-        std::memcpy(dst->data(), src, bytes);
+        copy_bytes(dst->data(), src, bytes);
         done.set_value();
       });
       metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
@@ -108,7 +113,7 @@ class CpuBackend final : public Backend {
     async.add();
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
                                                       static_cast<const char*>(src) + bytes);
-    stream_.enqueue([dst, staged] { std::memcpy(dst->data(), staged->data(), staged->size()); });
+    stream_.enqueue([dst, staged] { copy_bytes(dst->data(), staged->data(), staged->size()); });
   }
 
   void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) override {
@@ -121,7 +126,7 @@ class CpuBackend final : public Backend {
         done.set_value(src->error());
         return;
       }
-      std::memcpy(dst, src->data(), bytes);
+      copy_bytes(dst, src->data(), bytes);
       done.set_value(std::string());
     });
     std::string error;
