@@ -39,8 +39,12 @@ void trace_adamw_step(benchmark::State& state, const char* model) {
       static_cast<double>(ops), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-void BM_TraceAdamWStepBertBase(benchmark::State& state) { trace_adamw_step(state, "bert-base"); }
-void BM_TraceAdamWStepBertLarge(benchmark::State& state) { trace_adamw_step(state, "bert-large"); }
+void BM_TraceAdamWStepBertBase(benchmark::State& state) {
+  trace_adamw_step(state, "bert-base");
+}
+void BM_TraceAdamWStepBertLarge(benchmark::State& state) {
+  trace_adamw_step(state, "bert-large");
+}
 
 BENCHMARK(BM_TraceAdamWStepBertBase)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TraceAdamWStepBertLarge)->Unit(benchmark::kMillisecond)->UseRealTime();

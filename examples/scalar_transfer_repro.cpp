@@ -21,16 +21,16 @@ void run(lt::ScalarPolicy policy) {
     lt::mark_step();
   }
   lt::wait_device_ops();
-  std::printf("%-9s  sync uploads %3lld  async uploads %3lld  cache hits %3lld  misses %3lld  "
-              "compiles %lld (+%lld cached)  t[0] = %.6f\n",
-              lt::scalar_policy_name(policy),
-              static_cast<long long>(lt::metrics::counter_value("TransferToDeviceSync")),
-              static_cast<long long>(lt::metrics::counter_value("TransferToDeviceAsync")),
-              static_cast<long long>(lt::metrics::counter_value("DeviceDataCacheHit")),
-              static_cast<long long>(lt::metrics::counter_value("DeviceDataCacheMiss")),
-              static_cast<long long>(lt::metrics::counter_value("UncachedCompile")),
-              static_cast<long long>(lt::metrics::counter_value("CachedCompile")),
-              t.to_vector()[0]);
+  std::printf(
+      "%-9s  sync uploads %3lld  async uploads %3lld  cache hits %3lld  misses %3lld  "
+      "compiles %lld (+%lld cached)  t[0] = %.6f\n",
+      lt::scalar_policy_name(policy),
+      static_cast<long long>(lt::metrics::counter_value("TransferToDeviceSync")),
+      static_cast<long long>(lt::metrics::counter_value("TransferToDeviceAsync")),
+      static_cast<long long>(lt::metrics::counter_value("DeviceDataCacheHit")),
+      static_cast<long long>(lt::metrics::counter_value("DeviceDataCacheMiss")),
+      static_cast<long long>(lt::metrics::counter_value("UncachedCompile")),
+      static_cast<long long>(lt::metrics::counter_value("CachedCompile")), t.to_vector()[0]);
 }
 
 }  // namespace

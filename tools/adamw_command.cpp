@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "lazytensor/lazytensor.h"
 #include "roofline.h"
@@ -24,20 +23,18 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-
 std::map<std::string, int64_t> counters() {
   std::map<std::string, int64_t> out;
   for (const auto& name : metrics::counter_names()) out[name] = metrics::counter_value(name);
   return out;
 }
 
-int64_t delta(const std::map<std::string, int64_t>& after, const std::map<std::string, int64_t>& before,
-              const std::string& name) {
+int64_t delta(const std::map<std::string, int64_t>& after,
+              const std::map<std::string, int64_t>& before, const std::string& name) {
   auto a = after.find(name);
   auto b = before.find(name);
   return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
 }
-
 
 void write_raw(const std::filesystem::path& path, const std::vector<float>& values) {
   std::ofstream out(path, std::ios::binary);
@@ -126,8 +123,13 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   if (!o.dump_dir.empty()) {
     namespace fs = std::filesystem;
     fs::create_directories(o.dump_dir);
-    json manifest = {{"model", o.model}, {"steps", o.steps}, {"lr", o.lr}, {"beta1", 0.9},
-                     {"beta2", 0.999}, {"eps", 1e-6}, {"weight_decay", o.weight_decay},
+    json manifest = {{"model", o.model},
+                     {"steps", o.steps},
+                     {"lr", o.lr},
+                     {"beta1", 0.9},
+                     {"beta2", 0.999},
+                     {"eps", 1e-6},
+                     {"weight_decay", o.weight_decay},
                      {"tensors", json::array()}};
     for (size_t i = 0; i < specs.size(); ++i) {
       std::string stem = "t";
@@ -135,8 +137,10 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
       write_raw(fs::path(o.dump_dir) / (stem + ".param"), initial_params[i]);
       write_raw(fs::path(o.dump_dir) / (stem + ".grad"), grads[i].to_vector());
       write_raw(fs::path(o.dump_dir) / (stem + ".param_after"), params[i].to_vector());
-      manifest["tensors"].push_back({{"name", specs[i].name}, {"shape", specs[i].shape.to_vector()},
-                                     {"param", stem + ".param"}, {"grad", stem + ".grad"},
+      manifest["tensors"].push_back({{"name", specs[i].name},
+                                     {"shape", specs[i].shape.to_vector()},
+                                     {"param", stem + ".param"},
+                                     {"grad", stem + ".grad"},
                                      {"param_after", stem + ".param_after"}});
     }
     std::ofstream(fs::path(o.dump_dir) / "manifest.json") << manifest.dump(2);
@@ -155,7 +159,8 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
       one_step(o.steps + k);
       wait_device_ops();
       const double device_seconds = metrics::timer_stats("ExecuteTime").total_seconds - exec_before;
-      const double roof_seconds = roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);
+      const double roof_seconds =
+          roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);
       step_device.push_back(device_seconds);
       roof.push_back(roof_seconds);
       ratios.push_back(roof_seconds / device_seconds);
@@ -171,8 +176,8 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
 namespace {
 
 json to_json(const AdamWCommandOptions& o, const RunResult& r) {
-  std::vector<double> after_first(r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()),
-                                  r.step_seconds.end());
+  std::vector<double> after_first(
+      r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()), r.step_seconds.end());
   std::vector<double> trace_after_first(
       r.trace_seconds.begin() + std::min<size_t>(1, r.trace_seconds.size()), r.trace_seconds.end());
   return {{"model", o.model},
@@ -226,10 +231,11 @@ int run_adamw_command(const AdamWCommandOptions& o) {
     policies = {parse_scalar_policy(o.scalars)};
   }
   const auto specs = models::parameter_shapes(o.model);
-  std::printf("HF AdamW on %s: %zu tensors, %lld parameters, %d steps, schedule %s%s, kernels: %s\n",
-              o.model.c_str(), specs.size(), static_cast<long long>(models::parameter_count(specs)),
-              o.steps, o.schedule.c_str(), o.clip_norm > 0 ? ", grad clipping" : "",
-              kernel_compiler().c_str());
+  std::printf(
+      "HF AdamW on %s: %zu tensors, %lld parameters, %d steps, schedule %s%s, kernels: %s\n",
+      o.model.c_str(), specs.size(), static_cast<long long>(models::parameter_count(specs)),
+      o.steps, o.schedule.c_str(), o.clip_norm > 0 ? ", grad clipping" : "",
+      kernel_compiler().c_str());
   std::vector<RunResult> results;
   json runs = json::array();
   for (ScalarPolicy policy : policies) {

@@ -1,12 +1,11 @@
 // The lazytensor command.
-#include <cstdio>
-
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "adamw_command.h"
-#include "scaling_command.h"
 #include "lazytensor/lazytensor.h"
+#include "scaling_command.h"
 
 namespace {
 
@@ -32,9 +31,8 @@ int run_params(const std::string& model) {
   for (const auto& spec : specs) {
     tensors.push_back({{"name", spec.name}, {"shape", spec.shape.to_vector()}});
   }
-  nlohmann::json out = {{"model", model},
-                        {"tensors", tensors},
-                        {"params", lt::models::parameter_count(specs)}};
+  nlohmann::json out = {
+      {"model", model}, {"tensors", tensors}, {"params", lt::models::parameter_count(specs)}};
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
@@ -69,8 +67,9 @@ int main(int argc, char** argv) {
   adamw->add_option("--lr", adamw_options.lr, "learning rate")->capture_default_str();
   adamw->add_option("--weight-decay", adamw_options.weight_decay, "weight decay")
       ->capture_default_str();
-  adamw->add_option("--roofline-steps", adamw_options.roofline_steps,
-                    "extra steps timed alone against the roofline kernel (0: skip)")
+  adamw
+      ->add_option("--roofline-steps", adamw_options.roofline_steps,
+                   "extra steps timed alone against the roofline kernel (0: skip)")
       ->capture_default_str();
   adamw->add_flag("--compare", adamw_options.compare,
                   "run the four scalar policies one after another, side by side");

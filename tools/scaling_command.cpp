@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "adamw_command.h"
@@ -26,11 +25,13 @@ int run_scaling_command(const ScalingCommandOptions& o) {
   set_kernel_cache_dir(dir);
   const ScalarPolicy policies[] = {ScalarPolicy::uncached, ScalarPolicy::cached,
                                    ScalarPolicy::constant, ScalarPolicy::argument};
-  std::printf("HF AdamW, tensors of %lld elements, %d steps (medians over steps 3..%d), kernels: %s\n",
-              static_cast<long long>(o.tensor_size), o.steps, o.steps, kernel_compiler().c_str());
-  std::printf("(step 2 compiles once under every policy: the optimizer state created in step 1 is\n"
-              " device data from then on; the columns count steps 3..%d)\n",
-              o.steps);
+  std::printf(
+      "HF AdamW, tensors of %lld elements, %d steps (medians over steps 3..%d), kernels: %s\n",
+      static_cast<long long>(o.tensor_size), o.steps, o.steps, kernel_compiler().c_str());
+  std::printf(
+      "(step 2 compiles once under every policy: the optimizer state created in step 1 is\n"
+      " device data from then on; the columns count steps 3..%d)\n",
+      o.steps);
   std::printf("%8s  %-9s %14s %16s %12s %14s\n", "tensors", "policy", "sync xfer/step",
               "compiles/step", "step (ms)", "host wait/step");
   nlohmann::json rows = nlohmann::json::array();
@@ -66,8 +67,11 @@ int run_scaling_command(const ScalingCommandOptions& o) {
       std::printf("%8d  %-9s %14.1f %16.1f %12.3f %14.3f\n", n, r.policy.c_str(), sync_per_step,
                   compiles_per_step, step_ms, r.host_wait_per_step * 1e3);
       std::fflush(stdout);
-      rows.push_back({{"tensors", n}, {"policy", r.policy}, {"sync_transfers_per_step", sync_per_step},
-                      {"compiles_per_step", compiles_per_step}, {"step_ms_median", step_ms},
+      rows.push_back({{"tensors", n},
+                      {"policy", r.policy},
+                      {"sync_transfers_per_step", sync_per_step},
+                      {"compiles_per_step", compiles_per_step},
+                      {"step_ms_median", step_ms},
                       {"host_wait_ms_per_step", r.host_wait_per_step * 1e3}});
     }
   }

@@ -93,13 +93,13 @@ void reset_peak_device_memory();
 
 // What the most recent mark_step launched, for tests and tools.
 struct StepStats {
-  int64_t step = 0;           // 1 for the first mark_step that launched anything
-  int64_t graph_nodes = 0;    // IR nodes in the graph (leaves included)
-  int64_t outputs = 0;        // tensors written
-  int64_t inputs = 0;         // device buffers read
-  int64_t scalar_args = 0;    // scalars passed as kernel arguments
-  int64_t kernels = 0;        // fused kernels (before merging into multi-tensor launches)
-  int64_t launches = 0;       // kernel launches
+  int64_t step = 0;             // 1 for the first mark_step that launched anything
+  int64_t graph_nodes = 0;      // IR nodes in the graph (leaves included)
+  int64_t outputs = 0;          // tensors written
+  int64_t inputs = 0;           // device buffers read
+  int64_t scalar_args = 0;      // scalars passed as kernel arguments
+  int64_t kernels = 0;          // fused kernels (before merging into multi-tensor launches)
+  int64_t launches = 0;         // kernel launches
   int64_t donated_buffers = 0;  // outputs written into the buffer of an input nothing else holds
   bool cache_hit = false;
 };

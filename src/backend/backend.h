@@ -2,8 +2,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,7 +27,7 @@ class Executable {
 };
 
 struct ExecutionArgs {
-  int64_t step = 0;  // for error messages
+  int64_t step = 0;                // for error messages
   std::vector<BufferPtr> inputs;   // one per graph input
   std::vector<BufferPtr> outputs;  // one per graph output (possibly an input's buffer)
   std::vector<double> scalars;     // one per graph scalar argument

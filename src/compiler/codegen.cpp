@@ -12,7 +12,9 @@ extern const char* const kKernelPrelude;  // kernel_prelude.h with op_table.def 
 
 namespace {
 
-const char* c_type(DType dtype) { return dtype == DType::f64 ? "double" : "float"; }
+const char* c_type(DType dtype) {
+  return dtype == DType::f64 ? "double" : "float";
+}
 
 std::string literal(double value) {
   if (std::isnan(value)) return "__builtin_nan(\"\")";
@@ -22,7 +24,9 @@ std::string literal(double value) {
   return buf;
 }
 
-std::string reg(int32_t r) { return "r" + std::to_string(r); }
+std::string reg(int32_t r) {
+  return "r" + std::to_string(r);
+}
 
 void emit_function(const KernelProgram& program, const std::string& symbol, std::string& out) {
   out += "extern \"C\" void " + symbol +
@@ -41,8 +45,8 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
   std::string body;
   for (size_t r = 0; r < program.instrs.size(); ++r) {
     const Instr& instr = program.instrs[r];
-    const std::string decl = "const " + std::string(c_type(instr.dtype)) + " " +
-                             reg(static_cast<int32_t>(r)) + " = ";
+    const std::string decl =
+        "const " + std::string(c_type(instr.dtype)) + " " + reg(static_cast<int32_t>(r)) + " = ";
     switch (instr.kind) {
       case InstrKind::Scalar:
         out += "  " + decl + "static_cast<" + c_type(instr.dtype) + ">(s[" +

@@ -20,11 +20,16 @@ struct UnionFind {
 
 ReduceKind reduce_kind(ir::OpKind op) {
   switch (op) {
-    case ir::OpKind::Sum: return ReduceKind::Sum;
-    case ir::OpKind::Mean: return ReduceKind::Mean;
-    case ir::OpKind::Max: return ReduceKind::Max;
-    case ir::OpKind::Norm: return ReduceKind::Norm;
-    default: return ReduceKind::None;
+    case ir::OpKind::Sum:
+      return ReduceKind::Sum;
+    case ir::OpKind::Mean:
+      return ReduceKind::Mean;
+    case ir::OpKind::Max:
+      return ReduceKind::Max;
+    case ir::OpKind::Norm:
+      return ReduceKind::Norm;
+    default:
+      return ReduceKind::None;
   }
 }
 

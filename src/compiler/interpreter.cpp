@@ -40,14 +40,16 @@ template <class T>
 void apply_op(const Instr& instr, const void* const* regs, void* dst, int64_t n) {
   switch (instr.op) {
 #define LT_UNARY(Name, name, expr, ref) \
-  case ir::OpKind::Name: return apply<lt_kernel::Name##Fn, T>(instr, regs, dst, n);
+  case ir::OpKind::Name:                \
+    return apply<lt_kernel::Name##Fn, T>(instr, regs, dst, n);
 #define LT_BINARY LT_UNARY
 #define LT_TERNARY LT_UNARY
 #include "ir/op_table.def"
 #undef LT_UNARY
 #undef LT_BINARY
 #undef LT_TERNARY
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -83,7 +85,8 @@ class InterpretedKernel final : public CompiledKernel {
         const bool f32 = instr.dtype == DType::f32;
         switch (instr.kind) {
           case InstrKind::Input:
-            regs[r] = static_cast<const char*>(inputs[instr.index]) + begin * dtype_size(instr.dtype);
+            regs[r] =
+                static_cast<const char*>(inputs[instr.index]) + begin * dtype_size(instr.dtype);
             continue;
           case InstrKind::Scalar:
           case InstrKind::Constant: {

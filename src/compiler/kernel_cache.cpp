@@ -40,8 +40,8 @@ class KernelCache {
  private:
   std::mutex mu_;
   std::list<std::string> lru_;
-  std::unordered_map<std::string,
-                     std::pair<std::shared_ptr<const CompiledKernel>, std::list<std::string>::iterator>>
+  std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledKernel>,
+                                            std::list<std::string>::iterator>>
       map_;
 };
 
@@ -79,7 +79,8 @@ std::vector<std::shared_ptr<const CompiledKernel>> get_kernels(
         // A machine without a working compiler still runs, slower; say so once.
         static bool warned = false;
         if (!warned) {
-          std::fprintf(stderr, "lazytensor: native kernels unavailable, using the interpreter: %s\n",
+          std::fprintf(stderr,
+                       "lazytensor: native kernels unavailable, using the interpreter: %s\n",
                        e.what());
           warned = true;
         }
@@ -102,6 +103,8 @@ std::vector<std::shared_ptr<const CompiledKernel>> get_kernels(
   return result;
 }
 
-size_t kernel_cache_size() { return cache().size(); }
+size_t kernel_cache_size() {
+  return cache().size();
+}
 
 }  // namespace lt::compiler

@@ -38,6 +38,8 @@ struct KernelProgram {
 };
 
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);
-inline uint64_t hash_string(const std::string& s) { return hash_bytes(s.data(), s.size()); }
+inline uint64_t hash_string(const std::string& s) {
+  return hash_bytes(s.data(), s.size());
+}
 
 }  // namespace lt::compiler

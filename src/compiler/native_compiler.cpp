@@ -3,6 +3,7 @@
 // and the compiler command, so a second process starts warm.
 #include <dlfcn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "compiler/compiled_kernel.h"
 #include "lazytensor/error.h"
@@ -25,8 +25,7 @@ namespace {
 
 // -fno-math-errno lets sqrt vectorize (4x on AdamW); -march=native uses the host's vector
 // width. No -ffast-math: results must match the reference.
-constexpr const char* kFlags =
-    "-std=c++17 -O3 -march=native -fno-math-errno -fPIC -shared -w";
+constexpr const char* kFlags = "-std=c++17 -O3 -march=native -fno-math-errno -fPIC -shared -w";
 
 std::string compiler_command() {
   const char* cxx = std::getenv("LT_CXX");

@@ -23,9 +23,9 @@ struct Node {
   DType dtype;
   Shape shape;
   uint8_t num_operands = 0;
-  bool keepdim = false;       // reductions
-  uint32_t reduce_mask = 0;   // reductions: bit d set = operand dim d is reduced
-  double value = 0;           // Scalar and Constant
+  bool keepdim = false;      // reductions
+  uint32_t reduce_mask = 0;  // reductions: bit d set = operand dim d is reduced
+  double value = 0;          // Scalar and Constant
   std::array<NodePtr, 3> operands;
   std::shared_ptr<runtime::DeviceData> data;  // DeviceData
 
@@ -36,7 +36,8 @@ struct Node {
   const Node& operand(int i) const { return *operands[i]; }
 };
 
-NodePtr make_node(OpKind op, DType dtype, const Shape& shape, std::initializer_list<NodePtr> operands);
+NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
+                  std::initializer_list<NodePtr> operands);
 NodePtr make_scalar_node(OpKind op, DType dtype, double value);  // Scalar or Constant
 NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, bool keepdim,
                        const Shape& shape);

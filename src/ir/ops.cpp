@@ -17,8 +17,12 @@ double ref_minimum(double a, double b) {
   return std::min(a, b);
 }
 
-double no_reference(double, double, double) { return std::numeric_limits<double>::quiet_NaN(); }
-double identity_reference(double a, double, double) { return a; }
+double no_reference(double, double, double) {
+  return std::numeric_limits<double>::quiet_NaN();
+}
+double identity_reference(double a, double, double) {
+  return a;
+}
 
 const OpInfo kOpInfos[] = {
     {"DeviceData", OpCategory::Leaf, 0, no_reference},
@@ -45,6 +49,8 @@ static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == static_cast<size_t>(OpKi
 
 }  // namespace
 
-const OpInfo& op_info(OpKind op) { return kOpInfos[static_cast<size_t>(op)]; }
+const OpInfo& op_info(OpKind op) {
+  return kOpInfos[static_cast<size_t>(op)];
+}
 
 }  // namespace lt::ir

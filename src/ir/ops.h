@@ -34,8 +34,14 @@ struct OpInfo {
 };
 
 const OpInfo& op_info(OpKind op);
-inline bool is_elementwise(OpKind op) { return op_info(op).category == OpCategory::Elementwise; }
-inline bool is_reduction(OpKind op) { return op_info(op).category == OpCategory::Reduction; }
-inline bool is_leaf(OpKind op) { return op_info(op).category == OpCategory::Leaf; }
+inline bool is_elementwise(OpKind op) {
+  return op_info(op).category == OpCategory::Elementwise;
+}
+inline bool is_reduction(OpKind op) {
+  return op_info(op).category == OpCategory::Reduction;
+}
+inline bool is_leaf(OpKind op) {
+  return op_info(op).category == OpCategory::Leaf;
+}
 
 }  // namespace lt::ir

@@ -53,9 +53,12 @@ class Evaluator {
  private:
   Values compute(const ir::Node& node) {
     switch (ir::op_info(node.op).category) {
-      case ir::OpCategory::Leaf: return leaf(node);
-      case ir::OpCategory::Elementwise: return elementwise(node);
-      case ir::OpCategory::Reduction: return reduction(node);
+      case ir::OpCategory::Leaf:
+        return leaf(node);
+      case ir::OpCategory::Elementwise:
+        return elementwise(node);
+      case ir::OpCategory::Reduction:
+        return reduction(node);
     }
     return {};
   }
@@ -114,9 +117,15 @@ class Evaluator {
       const double v = values[e];
       double& a = acc[out_index];
       switch (node.op) {
-        case ir::OpKind::Max: a = (std::isnan(v) || std::isnan(a)) ? NAN : std::max(a, v); break;
-        case ir::OpKind::Norm: a += v * v; break;
-        default: a += v; break;
+        case ir::OpKind::Max:
+          a = (std::isnan(v) || std::isnan(a)) ? NAN : std::max(a, v);
+          break;
+        case ir::OpKind::Norm:
+          a += v * v;
+          break;
+        default:
+          a += v;
+          break;
       }
       ++count[out_index];
     }

@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "metrics/metrics_registry.h"
@@ -24,11 +23,21 @@ struct Registry {
 };
 
 // The engine's metrics exist from the start, so reports list them even at zero.
-constexpr const char* kEngineCounters[] = {
-    "MarkStep",           "CachedCompile",      "UncachedCompile",     "TransferToDeviceSync",
-    "TransferToDeviceAsync", "TransferFromDevice", "DeviceDataCacheHit", "DeviceDataCacheMiss",
-    "ExecuteComputation", "KernelLaunch",       "KernelCompile",       "KernelDiskCacheHit",
-    "DeviceAllocation",   "DonatedBuffer",      "TracedOps"};
+constexpr const char* kEngineCounters[] = {"MarkStep",
+                                           "CachedCompile",
+                                           "UncachedCompile",
+                                           "TransferToDeviceSync",
+                                           "TransferToDeviceAsync",
+                                           "TransferFromDevice",
+                                           "DeviceDataCacheHit",
+                                           "DeviceDataCacheMiss",
+                                           "ExecuteComputation",
+                                           "KernelLaunch",
+                                           "KernelCompile",
+                                           "KernelDiskCacheHit",
+                                           "DeviceAllocation",
+                                           "DonatedBuffer",
+                                           "TracedOps"};
 constexpr const char* kEngineTimers[] = {"TraceTime", "CompileTime", "ExecuteTime",
                                          "TransferToDeviceTime", "HostWaitTime"};
 
@@ -134,9 +143,13 @@ void reset() {
   for (auto& [name, t] : r.timers) t->reset();
 }
 
-void increment(const std::string& name, int64_t delta) { counter(name).add(delta); }
+void increment(const std::string& name, int64_t delta) {
+  counter(name).add(delta);
+}
 
-void record_time(const std::string& name, double seconds) { timer(name).record(seconds); }
+void record_time(const std::string& name, double seconds) {
+  timer(name).record(seconds);
+}
 
 std::string report() {
   std::string out = "Counters\n";

@@ -5,10 +5,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lazytensor/error.h"
 
@@ -56,9 +55,13 @@ void start() {
   p.on = true;
 }
 
-void stop() { profiler().on = false; }
+void stop() {
+  profiler().on = false;
+}
 
-bool enabled() { return profiler().on.load(std::memory_order_relaxed); }
+bool enabled() {
+  return profiler().on.load(std::memory_order_relaxed);
+}
 
 void set_thread_name(const std::string& name) {
   Profiler& p = profiler();
@@ -83,12 +86,19 @@ void write_chrome_trace(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(p.mu);
     for (const auto& [tid, name] : p.thread_names) {
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 1},
+                        {"tid", tid},
                         {"args", {{"name", name}}}});
     }
     for (const Event& e : p.events) {
-      events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", 1},
-                        {"tid", e.thread}, {"ts", e.start_ns / 1000.0},
+      events.push_back({{"name", e.name},
+                        {"cat", e.category},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", e.thread},
+                        {"ts", e.start_ns / 1000.0},
                         {"dur", e.duration_ns / 1000.0}});
     }
   }

@@ -37,7 +37,8 @@ void AdamW::step() {
         Tensor denom = s.exp_avg_sq.sqrt().add_(o.eps);
         double step_size = o.lr;
         if (o.correct_bias) {
-          step_size = step_size * std::sqrt(1.0 - std::pow(o.beta2, t)) / (1.0 - std::pow(o.beta1, t));
+          step_size =
+              step_size * std::sqrt(1.0 - std::pow(o.beta2, t)) / (1.0 - std::pow(o.beta1, t));
         }
         p.addcdiv_(s.exp_avg, denom, -step_size);
         if (o.weight_decay > 0.0) p.add_(p, -o.lr * o.weight_decay);

@@ -49,12 +49,16 @@ std::vector<ParameterSpec> parameter_shapes(const std::string& model) {
   if (model == "bert-large") return bert({.hidden = 1024, .intermediate = 4096, .layers = 24});
   if (model == "bert-base") return bert({.hidden = 768, .intermediate = 3072, .layers = 12});
   if (model == "tiny") {
-    return bert({.vocab = 1000, .max_positions = 64, .hidden = 64, .intermediate = 256, .layers = 2});
+    return bert(
+        {.vocab = 1000, .max_positions = 64, .hidden = 64, .intermediate = 256, .layers = 2});
   }
-  throw Error("parameter_shapes: unknown model '" + model + "' (known: bert-large, bert-base, tiny)");
+  throw Error("parameter_shapes: unknown model '" + model +
+              "' (known: bert-large, bert-base, tiny)");
 }
 
-std::vector<std::string> model_names() { return {"tiny", "bert-base", "bert-large"}; }
+std::vector<std::string> model_names() {
+  return {"tiny", "bert-base", "bert-large"};
+}
 
 int64_t parameter_count(const std::vector<ParameterSpec>& specs) {
   int64_t n = 0;

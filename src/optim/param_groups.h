@@ -31,5 +31,4 @@ inline void check_groups(const char* op, const std::vector<ParamGroup<Options>>&
   }
 }
 
-
 }  // namespace lt::optim

@@ -41,8 +41,9 @@ const GraphSignature* CompileCache::nearest(const GraphSignature& signature) con
   for (const Entry& entry : lru_) {
     const auto& a = entry.signature.words;
     const auto& b = signature.words;
-    size_t prefix = std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first -
-                    a.begin();
+    size_t prefix =
+        std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first -
+        a.begin();
     if (!best || prefix > best_prefix) {
       best = &entry.signature;
       best_prefix = prefix;

@@ -41,7 +41,8 @@ std::string default_cache_dir() {
 Config& config() {
   static Config* instance = [] {
     auto* c = new Config();  // never destroyed: the device worker may read it at exit
-    if (const char* policy = env("LT_SCALAR_POLICY")) c->scalar_policy = parse_scalar_policy(policy);
+    if (const char* policy = env("LT_SCALAR_POLICY"))
+      c->scalar_policy = parse_scalar_policy(policy);
     c->special_scalars = env_flag("LT_SPECIAL_SCALARS", true);
     c->compile_cache_size = env_size("LT_COMPILE_CACHE_SIZE", 256);
     c->data_cache_size = env_size("LT_DATA_CACHE_SIZE", 128);

@@ -18,7 +18,7 @@ struct Config {
   std::atomic<size_t> kernel_cache_bytes{size_t{256} << 20};
   std::atomic<bool> debug{false};
   std::atomic<size_t> device_memory_limit{0};  // bytes; 0: all of the machine's memory
-  std::atomic<int> num_threads{0};  // 0: one per core
+  std::atomic<int> num_threads{0};             // 0: one per core
 
   std::string kernel_compiler() const;
   void set_kernel_compiler(const std::string& name);

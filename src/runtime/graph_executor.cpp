@@ -114,7 +114,8 @@ std::string describe_difference(const GraphSignature& now, const GraphSignature&
   auto shape_of = [](const GraphSignature& s, const Record& r) {
     std::string out = "[";
     const size_t rank = r.header >> 24 & 0xff;
-    for (size_t d = 0; d < rank; ++d) out += (d ? ", " : "") + std::to_string(s.words[r.begin + 1 + d]);
+    for (size_t d = 0; d < rank; ++d)
+      out += (d ? ", " : "") + std::to_string(s.words[r.begin + 1 + d]);
     return out + "]";
   };
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
@@ -128,7 +129,8 @@ std::string describe_difference(const GraphSignature& now, const GraphSignature&
     const auto op_y = static_cast<ir::OpKind>(y.header & 0xffff);
     std::string where = "node " + std::to_string(i) + " (" + ir::op_info(op_x).name + ")";
     if (op_x != op_y) {
-      return where + ": op changed from " + ir::op_info(op_y).name + " to " + ir::op_info(op_x).name;
+      return where + ": op changed from " + ir::op_info(op_y).name + " to " +
+             ir::op_info(op_x).name;
     }
     if ((x.header >> 16 & 0xff) != (y.header >> 16 & 0xff)) {
       return where + ": dtype changed from " +
@@ -151,8 +153,8 @@ std::string describe_difference(const GraphSignature& now, const GraphSignature&
   }
   if (a.size() != b.size()) {
     return "the graph has " + std::to_string(a.size()) + " nodes, the nearest cached one " +
-           std::to_string(b.size()) + "; the first " + std::to_string(std::min(a.size(), b.size())) +
-           " agree";
+           std::to_string(b.size()) + "; the first " +
+           std::to_string(std::min(a.size(), b.size())) + " agree";
   }
   return "the same nodes with different outputs (other tensors are live or pending)";
 }
@@ -224,7 +226,8 @@ void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool 
       if (config().debug) {
         std::string per_step;
         for (const auto& [steps, compiles] : st.compile_runs) {
-          per_step += std::to_string(compiles) + (steps > 1 ? " x" + std::to_string(steps) : "") + " ";
+          per_step +=
+              std::to_string(compiles) + (steps > 1 ? " x" + std::to_string(steps) : "") + " ";
         }
         std::fprintf(stderr, "lazytensor: %s\nlazytensor: compiles per step so far: %s\n",
                      st.last_recompile_reason.c_str(), per_step.c_str());

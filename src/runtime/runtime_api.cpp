@@ -8,11 +8,17 @@
 
 namespace lt {
 
-void mark_step() { runtime::sync_tensors(runtime::pending_tensors(), /*allow_donation=*/true); }
+void mark_step() {
+  runtime::sync_tensors(runtime::pending_tensors(), /*allow_donation=*/true);
+}
 
-void wait_device_ops() { backend::default_backend().synchronize(); }
+void wait_device_ops() {
+  backend::default_backend().synchronize();
+}
 
-DeviceEvent record_event() { return backend::default_backend().record_event(); }
+DeviceEvent record_event() {
+  return backend::default_backend().record_event();
+}
 
 void DeviceEvent::wait() const {
   std::unique_lock<std::mutex> lock(state_->mu);
@@ -36,10 +42,14 @@ double DeviceEvent::seconds_since(const DeviceEvent& earlier) const {
 
 const char* scalar_policy_name(ScalarPolicy policy) {
   switch (policy) {
-    case ScalarPolicy::argument: return "argument";
-    case ScalarPolicy::cached: return "cached";
-    case ScalarPolicy::uncached: return "uncached";
-    case ScalarPolicy::constant: return "constant";
+    case ScalarPolicy::argument:
+      return "argument";
+    case ScalarPolicy::cached:
+      return "cached";
+    case ScalarPolicy::uncached:
+      return "uncached";
+    case ScalarPolicy::constant:
+      return "constant";
   }
   return "unknown";
 }
@@ -53,32 +63,76 @@ ScalarPolicy parse_scalar_policy(const std::string& name) {
               "' (expected argument, cached, uncached or constant)");
 }
 
-void set_scalar_policy(ScalarPolicy policy) { runtime::config().scalar_policy = policy; }
-ScalarPolicy scalar_policy() { return runtime::config().scalar_policy; }
-void set_special_scalars(bool enabled) { runtime::config().special_scalars = enabled; }
-bool special_scalars() { return runtime::config().special_scalars; }
-void set_compile_cache_size(size_t graphs) { runtime::config().compile_cache_size = graphs; }
-size_t compile_cache_size() { return runtime::config().compile_cache_size; }
-void set_data_cache_size(size_t entries) { runtime::config().data_cache_size = entries; }
-size_t data_cache_size() { return runtime::config().data_cache_size; }
-void set_kernel_compiler(const std::string& name) { runtime::config().set_kernel_compiler(name); }
-std::string kernel_compiler() { return runtime::config().kernel_compiler(); }
+void set_scalar_policy(ScalarPolicy policy) {
+  runtime::config().scalar_policy = policy;
+}
+ScalarPolicy scalar_policy() {
+  return runtime::config().scalar_policy;
+}
+void set_special_scalars(bool enabled) {
+  runtime::config().special_scalars = enabled;
+}
+bool special_scalars() {
+  return runtime::config().special_scalars;
+}
+void set_compile_cache_size(size_t graphs) {
+  runtime::config().compile_cache_size = graphs;
+}
+size_t compile_cache_size() {
+  return runtime::config().compile_cache_size;
+}
+void set_data_cache_size(size_t entries) {
+  runtime::config().data_cache_size = entries;
+}
+size_t data_cache_size() {
+  return runtime::config().data_cache_size;
+}
+void set_kernel_compiler(const std::string& name) {
+  runtime::config().set_kernel_compiler(name);
+}
+std::string kernel_compiler() {
+  return runtime::config().kernel_compiler();
+}
 void set_kernel_cache_dir(const std::string& path) {
   runtime::config().set_kernel_cache_dir(path);
 }
-std::string kernel_cache_dir() { return runtime::config().kernel_cache_dir(); }
-void set_kernel_cache_bytes(size_t bytes) { runtime::config().kernel_cache_bytes = bytes; }
-void set_device_memory_limit(size_t bytes) { runtime::config().device_memory_limit = bytes; }
-void set_debug(bool enabled) { runtime::config().debug = enabled; }
-bool debug() { return runtime::config().debug; }
+std::string kernel_cache_dir() {
+  return runtime::config().kernel_cache_dir();
+}
+void set_kernel_cache_bytes(size_t bytes) {
+  runtime::config().kernel_cache_bytes = bytes;
+}
+void set_device_memory_limit(size_t bytes) {
+  runtime::config().device_memory_limit = bytes;
+}
+void set_debug(bool enabled) {
+  runtime::config().debug = enabled;
+}
+bool debug() {
+  return runtime::config().debug;
+}
 
-std::string last_recompile_reason() { return runtime::last_recompile_reason(); }
-std::vector<int64_t> compiles_per_step() { return runtime::compiles_per_step(); }
-StepStats last_step_stats() { return runtime::last_step_stats(); }
-size_t compile_cache_entries() { return runtime::compile_cache_entries(); }
-size_t kernel_cache_entries() { return compiler::kernel_cache_size(); }
+std::string last_recompile_reason() {
+  return runtime::last_recompile_reason();
+}
+std::vector<int64_t> compiles_per_step() {
+  return runtime::compiles_per_step();
+}
+StepStats last_step_stats() {
+  return runtime::last_step_stats();
+}
+size_t compile_cache_entries() {
+  return runtime::compile_cache_entries();
+}
+size_t kernel_cache_entries() {
+  return compiler::kernel_cache_size();
+}
 
-DeviceMemoryStats device_memory_stats() { return backend::default_backend().memory_stats(); }
-void reset_peak_device_memory() { backend::default_backend().reset_peak_memory(); }
+DeviceMemoryStats device_memory_stats() {
+  return backend::default_backend().memory_stats();
+}
+void reset_peak_device_memory() {
+  backend::default_backend().reset_peak_memory();
+}
 
 }  // namespace lt

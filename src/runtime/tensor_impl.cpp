@@ -64,7 +64,9 @@ void TensorImpl::set_data(runtime::DeviceDataPtr value) {
   unlink(this);
 }
 
-ir::NodePtr TensorImpl::value() const { return ir ? ir : runtime::leaf_node(data); }
+ir::NodePtr TensorImpl::value() const {
+  return ir ? ir : runtime::leaf_node(data);
+}
 
 namespace runtime {
 

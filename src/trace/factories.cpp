@@ -77,8 +77,12 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape) {
 Tensor full(const Shape& shape, double value, DType dtype) {
   return filled("full", shape, value, dtype);
 }
-Tensor zeros(const Shape& shape, DType dtype) { return filled("zeros", shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return filled("ones", shape, 1.0, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) {
+  return filled("zeros", shape, 0.0, dtype);
+}
+Tensor ones(const Shape& shape, DType dtype) {
+  return filled("ones", shape, 1.0, dtype);
+}
 
 Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
   return random("rand", shape, seed, dtype, false);

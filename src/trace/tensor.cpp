@@ -62,8 +62,8 @@ ir::NodePtr scaled(const Tensor& a, const Tensor& b, double alpha, OpKind kind, 
 }
 
 // self + value * t1 (*|/) t2, as torch.addcmul / torch.addcdiv.
-ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double value,
-                 OpKind kind, const char* op) {
+ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double value, OpKind kind,
+                 const char* op) {
   ir::NodePtr vs = value_of(self, op), v1 = value_of(t1, op), v2 = value_of(t2, op);
   // Check every shape before building anything, so the message names all three.
   trace::broadcast_shapes(op, trace::broadcast_shapes(op, vs->shape, v1->shape), v2->shape);
@@ -119,9 +119,15 @@ uint32_t all_dims(const Tensor& t) {
 
 }  // namespace
 
-const Shape& Tensor::shape() const { return checked(*this, "shape").impl()->shape; }
-DType Tensor::dtype() const { return checked(*this, "dtype").impl()->dtype; }
-bool Tensor::is_pending() const { return impl_ && impl_->ir != nullptr; }
+const Shape& Tensor::shape() const {
+  return checked(*this, "shape").impl()->shape;
+}
+DType Tensor::dtype() const {
+  return checked(*this, "dtype").impl()->dtype;
+}
+bool Tensor::is_pending() const {
+  return impl_ && impl_->ir != nullptr;
+}
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
@@ -155,20 +161,36 @@ double Tensor::item() const {
   return to_vector<double>()[0];
 }
 
-Tensor Tensor::add(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Add, "add")); }
+Tensor Tensor::add(const Tensor& other) const {
+  return trace::make_tensor(binary(*this, other, OpKind::Add, "add"));
+}
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   return trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
 }
-Tensor Tensor::add(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add")); }
-Tensor Tensor::sub(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Sub, "sub")); }
+Tensor Tensor::add(double other) const {
+  return trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add"));
+}
+Tensor Tensor::sub(const Tensor& other) const {
+  return trace::make_tensor(binary(*this, other, OpKind::Sub, "sub"));
+}
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
   return trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
 }
-Tensor Tensor::sub(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub")); }
-Tensor Tensor::mul(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Mul, "mul")); }
-Tensor Tensor::mul(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul")); }
-Tensor Tensor::div(const Tensor& other) const { return trace::make_tensor(binary(*this, other, OpKind::Div, "div")); }
-Tensor Tensor::div(double other) const { return trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div")); }
+Tensor Tensor::sub(double other) const {
+  return trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub"));
+}
+Tensor Tensor::mul(const Tensor& other) const {
+  return trace::make_tensor(binary(*this, other, OpKind::Mul, "mul"));
+}
+Tensor Tensor::mul(double other) const {
+  return trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul"));
+}
+Tensor Tensor::div(const Tensor& other) const {
+  return trace::make_tensor(binary(*this, other, OpKind::Div, "div"));
+}
+Tensor Tensor::div(double other) const {
+  return trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div"));
+}
 Tensor Tensor::pow(double exponent) const {
   return trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow"));
 }
@@ -178,7 +200,9 @@ Tensor Tensor::maximum(const Tensor& other) const {
 Tensor Tensor::minimum(const Tensor& other) const {
   return trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum"));
 }
-Tensor Tensor::clamp(double min, double max) const { return trace::make_tensor(clamp_node(*this, min, max, "clamp")); }
+Tensor Tensor::clamp(double min, double max) const {
+  return trace::make_tensor(clamp_node(*this, min, max, "clamp"));
+}
 Tensor Tensor::clamp_min(double min) const {
   return trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min"));
 }
@@ -197,16 +221,36 @@ Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double valu
 Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value) const {
   return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv"));
 }
-Tensor Tensor::neg() const { return trace::make_tensor(unary(*this, OpKind::Neg, "neg")); }
-Tensor Tensor::abs() const { return trace::make_tensor(unary(*this, OpKind::Abs, "abs")); }
-Tensor Tensor::sqrt() const { return trace::make_tensor(unary(*this, OpKind::Sqrt, "sqrt")); }
-Tensor Tensor::rsqrt() const { return trace::make_tensor(unary(*this, OpKind::Rsqrt, "rsqrt")); }
-Tensor Tensor::exp() const { return trace::make_tensor(unary(*this, OpKind::Exp, "exp")); }
-Tensor Tensor::log() const { return trace::make_tensor(unary(*this, OpKind::Log, "log")); }
-Tensor Tensor::tanh() const { return trace::make_tensor(unary(*this, OpKind::Tanh, "tanh")); }
-Tensor Tensor::sigmoid() const { return trace::make_tensor(unary(*this, OpKind::Sigmoid, "sigmoid")); }
-Tensor Tensor::relu() const { return trace::make_tensor(unary(*this, OpKind::Relu, "relu")); }
-Tensor Tensor::clone() const { return trace::make_tensor(unary(*this, OpKind::Identity, "clone")); }
+Tensor Tensor::neg() const {
+  return trace::make_tensor(unary(*this, OpKind::Neg, "neg"));
+}
+Tensor Tensor::abs() const {
+  return trace::make_tensor(unary(*this, OpKind::Abs, "abs"));
+}
+Tensor Tensor::sqrt() const {
+  return trace::make_tensor(unary(*this, OpKind::Sqrt, "sqrt"));
+}
+Tensor Tensor::rsqrt() const {
+  return trace::make_tensor(unary(*this, OpKind::Rsqrt, "rsqrt"));
+}
+Tensor Tensor::exp() const {
+  return trace::make_tensor(unary(*this, OpKind::Exp, "exp"));
+}
+Tensor Tensor::log() const {
+  return trace::make_tensor(unary(*this, OpKind::Log, "log"));
+}
+Tensor Tensor::tanh() const {
+  return trace::make_tensor(unary(*this, OpKind::Tanh, "tanh"));
+}
+Tensor Tensor::sigmoid() const {
+  return trace::make_tensor(unary(*this, OpKind::Sigmoid, "sigmoid"));
+}
+Tensor Tensor::relu() const {
+  return trace::make_tensor(unary(*this, OpKind::Relu, "relu"));
+}
+Tensor Tensor::clone() const {
+  return trace::make_tensor(unary(*this, OpKind::Identity, "clone"));
+}
 
 Tensor Tensor::to(DType dtype) const {
   trace::check_dtype("to", dtype);
@@ -215,24 +259,42 @@ Tensor Tensor::to(DType dtype) const {
   return trace::make_tensor(trace::cast(v, dtype));
 }
 
-Tensor& Tensor::add_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_"); }
+Tensor& Tensor::add_(const Tensor& other) {
+  return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_");
+}
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return trace::assign(*this, scaled(*this, other, alpha, OpKind::Add, "add_"), "add_");
 }
-Tensor& Tensor::add_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_"); }
-Tensor& Tensor::sub_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_"); }
+Tensor& Tensor::add_(double other) {
+  return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_");
+}
+Tensor& Tensor::sub_(const Tensor& other) {
+  return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_");
+}
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
   return trace::assign(*this, scaled(*this, other, alpha, OpKind::Sub, "sub_"), "sub_");
 }
-Tensor& Tensor::sub_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_"); }
-Tensor& Tensor::mul_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_"); }
-Tensor& Tensor::mul_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_"); }
-Tensor& Tensor::div_(const Tensor& other) { return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_"); }
-Tensor& Tensor::div_(double other) { return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_"); }
+Tensor& Tensor::sub_(double other) {
+  return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_");
+}
+Tensor& Tensor::mul_(const Tensor& other) {
+  return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_");
+}
+Tensor& Tensor::mul_(double other) {
+  return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_");
+}
+Tensor& Tensor::div_(const Tensor& other) {
+  return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_");
+}
+Tensor& Tensor::div_(double other) {
+  return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_");
+}
 Tensor& Tensor::pow_(double exponent) {
   return trace::assign(*this, with_scalar(*this, exponent, OpKind::Pow, "pow_"), "pow_");
 }
-Tensor& Tensor::clamp_(double min, double max) { return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_"); }
+Tensor& Tensor::clamp_(double min, double max) {
+  return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_");
+}
 Tensor& Tensor::clamp_min_(double min) {
   return trace::assign(*this, with_scalar(*this, min, OpKind::Maximum, "clamp_min_"), "clamp_min_");
 }
@@ -246,20 +308,40 @@ Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight) {
   return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
 }
 Tensor& Tensor::addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value) {
-  return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul_"), "addcmul_");
+  return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul_"),
+                       "addcmul_");
 }
 Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value) {
-  return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"), "addcdiv_");
+  return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"),
+                       "addcdiv_");
 }
-Tensor& Tensor::neg_() { return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_"); }
-Tensor& Tensor::abs_() { return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_"); }
-Tensor& Tensor::sqrt_() { return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_"); }
-Tensor& Tensor::rsqrt_() { return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_"); }
-Tensor& Tensor::exp_() { return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_"); }
-Tensor& Tensor::log_() { return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_"); }
-Tensor& Tensor::tanh_() { return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_"); }
-Tensor& Tensor::sigmoid_() { return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_"); }
-Tensor& Tensor::relu_() { return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_"); }
+Tensor& Tensor::neg_() {
+  return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_");
+}
+Tensor& Tensor::abs_() {
+  return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_");
+}
+Tensor& Tensor::sqrt_() {
+  return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_");
+}
+Tensor& Tensor::rsqrt_() {
+  return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_");
+}
+Tensor& Tensor::exp_() {
+  return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_");
+}
+Tensor& Tensor::log_() {
+  return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_");
+}
+Tensor& Tensor::tanh_() {
+  return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_");
+}
+Tensor& Tensor::sigmoid_() {
+  return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_");
+}
+Tensor& Tensor::relu_() {
+  return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_");
+}
 Tensor& Tensor::maximum_(const Tensor& other) {
   return trace::assign(*this, binary(*this, other, OpKind::Maximum, "maximum_"), "maximum_");
 }
@@ -273,14 +355,18 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (v->shape != self->shape) v = trace::expand("copy_", v, self->shape);
   return trace::assign(*this, v, "copy_");
 }
-Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::zero_() {
+  return fill_(0.0);
+}
 Tensor& Tensor::fill_(double value) {
   ir::NodePtr self = value_of(*this, "fill_");
   return trace::assign(*this, trace::expand("fill_", scalar(value, self->dtype), self->shape),
                        "fill_");
 }
 
-Tensor Tensor::sum() const { return reduce(*this, OpKind::Sum, "sum", all_dims(checked(*this, "sum")), false); }
+Tensor Tensor::sum() const {
+  return reduce(*this, OpKind::Sum, "sum", all_dims(checked(*this, "sum")), false);
+}
 Tensor Tensor::sum(const std::vector<int>& dims, bool keepdim) const {
   return reduce(*this, OpKind::Sum, "sum", reduce_mask("sum", checked(*this, "sum").shape(), dims),
                 keepdim);
@@ -292,7 +378,9 @@ Tensor Tensor::mean(const std::vector<int>& dims, bool keepdim) const {
   return reduce(*this, OpKind::Mean, "mean",
                 reduce_mask("mean", checked(*this, "mean").shape(), dims), keepdim);
 }
-Tensor Tensor::max() const { return reduce(*this, OpKind::Max, "max", all_dims(checked(*this, "max")), false); }
+Tensor Tensor::max() const {
+  return reduce(*this, OpKind::Max, "max", all_dims(checked(*this, "max")), false);
+}
 Tensor Tensor::max(const std::vector<int>& dims, bool keepdim) const {
   return reduce(*this, OpKind::Max, "max", reduce_mask("max", checked(*this, "max").shape(), dims),
                 keepdim);
@@ -311,26 +399,58 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   return alpha == 1.0 ? a.sub(b) : a.sub(b, alpha);
 }
-Tensor mul(const Tensor& a, const Tensor& b) { return a.mul(b); }
-Tensor div(const Tensor& a, const Tensor& b) { return a.div(b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return a.mul(b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return a.div(b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return a.maximum(b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return a.minimum(b);
+}
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
-Tensor operator+(const Tensor& a, double b) { return a.add(b); }
-Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
-Tensor operator/(const Tensor& a, double b) { return a.div(b); }
-Tensor operator+(double a, const Tensor& b) { return b.add(a); }
-Tensor operator-(double a, const Tensor& b) { return b.neg().add(a); }
-Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return a.add(b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return a.sub(b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return a.mul(b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return a.div(b);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return a.add(b);
+}
+Tensor operator-(const Tensor& a, double b) {
+  return a.sub(b);
+}
+Tensor operator*(const Tensor& a, double b) {
+  return a.mul(b);
+}
+Tensor operator/(const Tensor& a, double b) {
+  return a.div(b);
+}
+Tensor operator+(double a, const Tensor& b) {
+  return b.add(a);
+}
+Tensor operator-(double a, const Tensor& b) {
+  return b.neg().add(a);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return b.mul(a);
+}
 Tensor operator/(double a, const Tensor& b) {
   ir::NodePtr v = value_of(b, "div");
   return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype), v}));
 }
-Tensor operator-(const Tensor& a) { return a.neg(); }
+Tensor operator-(const Tensor& a) {
+  return a.neg();
+}
 
 }  // namespace lt

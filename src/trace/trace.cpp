@@ -106,7 +106,8 @@ DType result_dtype(std::initializer_list<ir::NodePtr> operands) {
       dims_dtype = any_dims ? promote_types(dims_dtype, operand->dtype) : operand->dtype;
       any_dims = true;
     } else {
-      zero_dim_dtype = any_zero_dim ? promote_types(zero_dim_dtype, operand->dtype) : operand->dtype;
+      zero_dim_dtype =
+          any_zero_dim ? promote_types(zero_dim_dtype, operand->dtype) : operand->dtype;
       any_zero_dim = true;
     }
   }

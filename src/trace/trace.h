@@ -18,7 +18,8 @@ ir::NodePtr scalar(double value, DType dtype);
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // An elementwise node over `operands`, broadcast to a common shape and promoted to a common
 // dtype (inserting casts).
-ir::NodePtr elementwise(const char* op, ir::OpKind kind, std::initializer_list<ir::NodePtr> operands);
+ir::NodePtr elementwise(const char* op, ir::OpKind kind,
+                        std::initializer_list<ir::NodePtr> operands);
 // The dtype PyTorch gives an op over these operands.
 DType result_dtype(std::initializer_list<ir::NodePtr> operands);
 ir::NodePtr cast(const ir::NodePtr& value, DType dtype);

@@ -1,6 +1,6 @@
-#include <cstdio>
-
 #include <lazytensor/lazytensor.h>
+
+#include <cstdio>
 
 int main() {
   lt::Tensor t = lt::ones({4}).mul(3.0).add(1.0);

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "backend/backend.h"
-#include "backend/fault_injection.h"
 #include "backend/cpu/cpu_executable.h"
 #include "backend/cpu/stream.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/fault_injection.h"
 #include "lazytensor/error.h"
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
@@ -216,7 +216,9 @@ class CpuBackend final : public Backend {
 
 namespace lt::backend {
 
-void inject_execution_failures(int count) { cpu::injected_failures.store(count); }
+void inject_execution_failures(int count) {
+  cpu::injected_failures.store(count);
+}
 
 Backend& default_backend() {
   // Never destroyed: tensors in static storage may release buffers during exit.

@@ -167,9 +167,12 @@ double combine(ReduceKind kind, double a, double b) {
 
 double finalize(ReduceKind kind, double acc, int64_t count) {
   switch (kind) {
-    case ReduceKind::Mean: return acc / static_cast<double>(count);
-    case ReduceKind::Norm: return std::sqrt(acc);
-    default: return acc;
+    case ReduceKind::Mean:
+      return acc / static_cast<double>(count);
+    case ReduceKind::Norm:
+      return std::sqrt(acc);
+    default:
+      return acc;
   }
 }
 
@@ -187,7 +190,6 @@ struct Scratch {
   std::vector<void*> outputs;
   std::vector<double> tiles;  // kTileElements doubles per gathered input, then one for results
 };
-
 
 void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void*>& slots,
               const double* scalars, std::vector<double>& partials, Scratch& scratch) {
@@ -234,7 +236,8 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
       const int64_t n = std::min(step, unit.end - pos);
       bind_inputs(pos, n);
       for (size_t o = 0; o < inst.output_slots.size(); ++o) {
-        scratch.outputs[o] = static_cast<char*>(slots[inst.output_slots[o]]) + pos * inst.output_sizes[o];
+        scratch.outputs[o] =
+            static_cast<char*>(slots[inst.output_slots[o]]) + pos * inst.output_sizes[o];
       }
       launch.kernel->run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
     }
@@ -354,8 +357,8 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
         access.elem_size = dtype_size(graph.nodes[kernel.input_nodes[i]]->dtype);
         std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
         access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
-        access.uniform =
-            std::all_of(access.strides, access.strides + inst.rank, [](int64_t s) { return s == 0; });
+        access.uniform = std::all_of(access.strides, access.strides + inst.rank,
+                                     [](int64_t s) { return s == 0; });
         inst.all_direct = inst.all_direct && access.direct;
         if (access.slot < exe->num_inputs) ++reads[access.slot];
         inst.inputs.push_back(access);
@@ -380,10 +383,12 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
         }
       } else if (inst.outer == 1 && inst.inner > kUnitElements) {
         for (int64_t b = 0; b < inst.inner; b += kUnitElements) {
-          launch.units.push_back({i, b, std::min(inst.inner, b + kUnitElements), launch.num_partials++});
+          launch.units.push_back(
+              {i, b, std::min(inst.inner, b + kUnitElements), launch.num_partials++});
         }
       } else {
-        const int64_t per_unit = std::max<int64_t>(1, kUnitElements / std::max<int64_t>(1, inst.inner));
+        const int64_t per_unit =
+            std::max<int64_t>(1, kUnitElements / std::max<int64_t>(1, inst.inner));
         for (int64_t b = 0; b < inst.outer; b += per_unit) {
           launch.units.push_back({i, b, std::min(inst.outer, b + per_unit)});
         }
@@ -400,7 +405,8 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
   }
   for (Launch& launch : exe->launches) {
     for (Instance& inst : launch.instances) {
-      for (uint32_t& arg : inst.scalar_args) arg = scalar_position.at(graph.nodes[arg]->visit_index);
+      for (uint32_t& arg : inst.scalar_args)
+        arg = scalar_position.at(graph.nodes[arg]->visit_index);
     }
   }
 

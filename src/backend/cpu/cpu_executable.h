@@ -27,7 +27,7 @@ struct InputAccess {
 struct Instance {
   std::vector<InputAccess> inputs;
   std::vector<int> output_slots;
-  std::vector<size_t> output_sizes;  // element sizes
+  std::vector<size_t> output_sizes;   // element sizes
   std::vector<uint32_t> scalar_args;  // indices into the step's scalar arguments
   int rank = 0;
   int64_t sizes[Shape::kMaxRank] = {};

@@ -58,7 +58,7 @@ void Stream::loop() {
     queue_.pop_front();
     space_cv_.notify_all();
     lock.unlock();
-    task();  // tasks catch their own errors and report them through record_failure
+    task();          // tasks catch their own errors and report them through record_failure
     task = nullptr;  // release captured buffers before reporting completion
     lock.lock();
     ++completed_;
