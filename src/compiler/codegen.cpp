@@ -25,7 +25,7 @@ std::string literal(double value) {
 }
 
 std::string reg(int32_t r) {
-  return "r" + std::to_string(r);
+  return std::string("r") + std::to_string(r);
 }
 
 void emit_function(const KernelProgram& program, const std::string& symbol, std::string& out) {
@@ -33,12 +33,12 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
          "(const void* const* in, void* const* out, const double* s, long n) {\n";
   for (int k = 0; k < program.num_inputs(); ++k) {
     const char* t = c_type(program.input_dtypes[k]);
-    out += "  const " + std::string(t) + "* in" + std::to_string(k) + " = static_cast<const " + t +
+    out += std::string("  const ") + t + "* in" + std::to_string(k) + " = static_cast<const " + t +
            "*>(in[" + std::to_string(k) + "]);\n";
   }
   for (size_t k = 0; k < program.outputs.size(); ++k) {
     const char* t = c_type(program.instrs[program.outputs[k]].dtype);
-    out += "  " + std::string(t) + "* out" + std::to_string(k) + " = static_cast<" + t + "*>(out[" +
+    out += std::string("  ") + t + "* out" + std::to_string(k) + " = static_cast<" + t + "*>(out[" +
            std::to_string(k) + "]);\n";
   }
   // Scalars and constants are loop-invariant: hoist them.
@@ -79,7 +79,7 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
   // vectorizer there is no dependence between iterations, which is true for any such aliasing.
   out += "#pragma GCC ivdep\n  for (long i = 0; i < n; ++i) {\n" + body;
   for (size_t k = 0; k < program.outputs.size(); ++k) {
-    out += "    out" + std::to_string(k) + "[i] = " + reg(program.outputs[k]) + ";\n";
+    out += std::string("    out") + std::to_string(k) + "[i] = " + reg(program.outputs[k]) + ";\n";
   }
   out += "  }\n}\n";
 }
