@@ -1,11 +1,14 @@
 #include "adamw_command.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -216,6 +219,20 @@ void print_steps(const RunResult& r) {
 
 }  // namespace
 
+FreshKernelCache::FreshKernelCache() : previous_(kernel_cache_dir()) {
+  char dir_template[] = "/tmp/lazytensor-kernels-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (!dir) throw Error("cannot create a temporary kernel cache folder");
+  dir_ = dir;
+  set_kernel_cache_dir(dir_);
+}
+
+FreshKernelCache::~FreshKernelCache() {
+  set_kernel_cache_dir(previous_);
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -224,7 +241,9 @@ double median(std::vector<double> v) {
 
 int run_adamw_command(const AdamWCommandOptions& o) {
   std::vector<ScalarPolicy> policies;
+  std::unique_ptr<FreshKernelCache> fresh_cache;
   if (o.compare) {
+    fresh_cache = std::make_unique<FreshKernelCache>();
     policies = {ScalarPolicy::uncached, ScalarPolicy::cached, ScalarPolicy::constant,
                 ScalarPolicy::argument};
   } else {

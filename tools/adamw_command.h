@@ -36,6 +36,20 @@ struct RunResult {
   int64_t peak_device_bytes = 0;
 };
 
+// A kernel cache folder of its own for the object's lifetime, so that the constant policy pays
+// for its compiles as a fresh training run would, instead of finding an earlier invocation's
+// kernels on disk.
+class FreshKernelCache {
+ public:
+  FreshKernelCache();
+  ~FreshKernelCache();
+  FreshKernelCache(const FreshKernelCache&) = delete;
+  FreshKernelCache& operator=(const FreshKernelCache&) = delete;
+
+ private:
+  std::string previous_, dir_;
+};
+
 // Runs the steps of `o` over `specs` under one scalar policy.
 RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
                     const std::vector<models::ParameterSpec>& specs);

@@ -1,9 +1,6 @@
 #include "scaling_command.h"
 
-#include <stdlib.h>
-
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -16,13 +13,7 @@ namespace lt::tools {
 // pays per step as the number of parameter tensors grows (torch-xla 1.13's regression grew
 // with it).
 int run_scaling_command(const ScalingCommandOptions& o) {
-  // A kernel cache of its own, so that the constant policy pays for its compiles here as it
-  // would in a fresh training run, not find them on disk from an earlier invocation.
-  char dir_template[] = "/tmp/lazytensor-scaling-XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  if (!dir) throw Error("scaling: cannot create a temporary kernel cache directory");
-  const std::string previous_dir = kernel_cache_dir();
-  set_kernel_cache_dir(dir);
+  FreshKernelCache fresh_cache;
   const ScalarPolicy policies[] = {ScalarPolicy::uncached, ScalarPolicy::cached,
                                    ScalarPolicy::constant, ScalarPolicy::argument};
   std::printf(
@@ -75,8 +66,6 @@ int run_scaling_command(const ScalingCommandOptions& o) {
                       {"host_wait_ms_per_step", r.host_wait_per_step * 1e3}});
     }
   }
-  set_kernel_cache_dir(previous_dir);
-  std::filesystem::remove_all(dir);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << rows.dump(2);

@@ -20,6 +20,9 @@ using compiler::ReduceKind;
 constexpr int64_t kUnitElements = int64_t{1} << 16;
 // Elements per gathered tile: the tile buffers of all inputs stay in L1/L2.
 constexpr int64_t kTileElements = 1024;
+// Elements per call when every input is direct or one broadcast value (a scalar on the
+// device): such tiles cost no gathering, so they can be longer.
+constexpr int64_t kUniformTileElements = 8192;
 
 void contiguous_strides(const Shape& shape, int64_t* strides) {
   int64_t stride = 1;
@@ -189,6 +192,7 @@ struct Scratch {
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
   std::vector<double> tiles;  // kTileElements doubles per gathered input, then one for results
+  std::vector<double> uniform_tiles;  // kUniformTileElements doubles per broadcast value
 };
 
 void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void*>& slots,
@@ -200,16 +204,22 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
   if (scratch.tiles.size() < (num_in + 1) * kTileElements) {
     scratch.tiles.resize((num_in + 1) * kTileElements);
   }
-  // A value broadcast everywhere is the same in every tile: fill its tile once.
+  // A value broadcast everywhere is the same in every tile: fill its tile once per unit.
+  const int64_t uniform_fill = launch.reduce == ReduceKind::None
+                                   ? std::min(kUniformTileElements, unit.end - unit.begin)
+                                   : kTileElements;  // reduction units count outputs
+  if (scratch.uniform_tiles.size() < num_in * kUniformTileElements) {
+    scratch.uniform_tiles.resize(num_in * kUniformTileElements);
+  }
   for (size_t i = 0; i < num_in; ++i) {
     const InputAccess& in = inst.inputs[i];
     if (in.uniform && !in.direct) {
-      double* tile = scratch.tiles.data() + i * kTileElements;
+      double* tile = scratch.uniform_tiles.data() + i * kUniformTileElements;
       if (in.elem_size == 4) {
-        std::fill_n(reinterpret_cast<float*>(tile), kTileElements,
+        std::fill_n(reinterpret_cast<float*>(tile), uniform_fill,
                     *static_cast<const float*>(slots[in.slot]));
       } else {
-        std::fill_n(tile, kTileElements, *static_cast<const double*>(slots[in.slot]));
+        std::fill_n(tile, uniform_fill, *static_cast<const double*>(slots[in.slot]));
       }
       scratch.inputs[i] = tile;
     }
@@ -231,7 +241,9 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
   };
 
   if (launch.reduce == ReduceKind::None) {
-    const int64_t step = inst.all_direct ? unit.end - unit.begin : kTileElements;
+    const int64_t step = inst.all_direct             ? unit.end - unit.begin
+                         : inst.only_uniform_gathers ? kUniformTileElements
+                                                     : kTileElements;
     for (int64_t pos = unit.begin; pos < unit.end; pos += step) {
       const int64_t n = std::min(step, unit.end - pos);
       bind_inputs(pos, n);
@@ -360,6 +372,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
         access.uniform = std::all_of(access.strides, access.strides + inst.rank,
                                      [](int64_t s) { return s == 0; });
         inst.all_direct = inst.all_direct && access.direct;
+        inst.only_uniform_gathers = inst.only_uniform_gathers && (access.direct || access.uniform);
         if (access.slot < exe->num_inputs) ++reads[access.slot];
         inst.inputs.push_back(access);
       }

@@ -35,6 +35,7 @@ struct Instance {
   int64_t outer = 1;  // reductions: output elements
   int64_t inner = 0;  // reductions: elements folded into each
   bool all_direct = true;
+  bool only_uniform_gathers = true;  // every input direct or one broadcast value
 };
 
 // A range of one instance's work: elements (elementwise), output elements (reductions with
