@@ -23,8 +23,13 @@
 #include "ir/ops.h"
 #include "runtime/config.h"
 #include "runtime/tensor_impl.h"
+#include "test_support.h"
 
 namespace {
+
+using lt_test::counter;
+using lt_test::Restore;
+using lt_test::Tol;
 
 namespace fs = std::filesystem;
 using lt::DType;
@@ -37,10 +42,6 @@ using lt::compiler::KernelProgram;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Tol {
-  double rtol;
-  double atol;
-};
 constexpr Tol kF32{1e-5, 1e-6};
 constexpr Tol kF32Transcendental{1e-5, 1e-5};
 constexpr Tol kF64{1e-12, 1e-12};
@@ -65,10 +66,6 @@ void expect_same(const std::vector<double>& got, const std::vector<double>& want
                      << want[first];
 }
 
-int64_t counter(const char* name) {
-  return lt::metrics::counter_value(name);
-}
-
 // Kernels obtained from the native compiler: compiled now or loaded from the disk cache.
 int64_t native_kernels() {
   return counter("KernelCompile") + counter("KernelDiskCacheHit");
@@ -87,18 +84,6 @@ double fresh_constant() {
   static int next = 1;
   return 1.0 + next++ * 0x1p-20;
 }
-
-// Runs `restore` when a test ends, pass or fail: the settings it changes are process-wide.
-class Restore {
- public:
-  explicit Restore(std::function<void()> restore) : restore_(std::move(restore)) {}
-  ~Restore() { restore_(); }
-  Restore(const Restore&) = delete;
-  Restore& operator=(const Restore&) = delete;
-
- private:
-  std::function<void()> restore_;
-};
 
 // A fresh directory, removed with everything in it when the test ends.
 class TempDir {

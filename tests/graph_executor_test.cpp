@@ -15,7 +15,15 @@
 #include <utility>
 #include <vector>
 
+#include "test_support.h"
+
 namespace {
+
+using lt_test::counter;
+using lt_test::expect_close;
+using lt_test::Restore;
+using lt_test::Tol;
+using lt_test::widen;
 
 using lt::Tensor;
 
@@ -27,25 +35,7 @@ class InterpreterEnvironment : public testing::Environment {
 [[maybe_unused]] testing::Environment* const kInterpreter =
     testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
 
-struct Tol {
-  double rtol;
-  double atol;
-};
 constexpr Tol kF32{1e-5, 1e-5};
-
-// One failure naming the first mismatch and the count, rather than one failure per element.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, Tol tol) {
-  ASSERT_EQ(got.size(), want.size());
-  size_t bad = 0;
-  size_t first = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    // Written so that a NaN on either side is a mismatch.
-    if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
-    if (bad++ == 0) first = i;
-  }
-  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
-                     << want[first];
-}
 
 std::vector<double> elementwise(const std::vector<double>& values,
                                 const std::function<double(double)>& f) {
@@ -54,32 +44,12 @@ std::vector<double> elementwise(const std::vector<double>& values,
   return out;
 }
 
-std::vector<double> widen(const std::vector<float>& values) {
-  return {values.begin(), values.end()};
-}
-
-int64_t counter(const char* name) {
-  return lt::metrics::counter_value(name);
-}
-
 // A size no earlier graph in this process has used, so that a test's first compile is a cache
 // miss whatever ran before it (other tests, or an earlier --gtest_repeat round).
 int64_t fresh_size() {
   static int64_t next = 1000;
   return next++;
 }
-
-// Runs `restore` when a test ends, pass or fail: the settings it changes are process-wide.
-class Restore {
- public:
-  explicit Restore(std::function<void()> restore) : restore_(std::move(restore)) {}
-  ~Restore() { restore_(); }
-  Restore(const Restore&) = delete;
-  Restore& operator=(const Restore&) = delete;
-
- private:
-  std::function<void()> restore_;
-};
 
 class GraphExecutorTest : public testing::Test {
  protected:

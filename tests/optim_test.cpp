@@ -17,7 +17,14 @@
 #include <utility>
 #include <vector>
 
+#include "test_support.h"
+
 namespace {
+
+using lt_test::counter;
+using lt_test::expect_close;
+using lt_test::Restore;
+using lt_test::Tol;
 
 using lt::Shape;
 using lt::Tensor;
@@ -36,34 +43,12 @@ class InterpreterEnvironment : public testing::Environment {
 [[maybe_unused]] testing::Environment* const kInterpreter =
     testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
 
-struct Tol {
-  double rtol;
-  double atol;
-};
 constexpr Tol kF32{1e-5, 1e-5};
 // For values far below 1 (second moments), where an absolute tolerance would hide any error.
 constexpr Tol kRelative{1e-5, 1e-12};
 
-// One failure naming the first mismatch and the count, rather than one failure per element.
-void expect_close(const Vec& got, const Vec& want, Tol tol) {
-  ASSERT_EQ(got.size(), want.size());
-  size_t bad = 0;
-  size_t first = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    // Written so that a NaN on either side is a mismatch.
-    if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
-    if (bad++ == 0) first = i;
-  }
-  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
-                     << want[first];
-}
-
 Vec widen(const std::vector<float>& values) {
   return {values.begin(), values.end()};
-}
-
-int64_t counter(const char* name) {
-  return lt::metrics::counter_value(name);
 }
 
 // A size no earlier graph in this process has used, so that a test's first compile is a cache
@@ -109,18 +94,6 @@ void finish_or_exit(double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
-
-// Runs `restore` when a test ends, pass or fail: the settings it changes are process-wide.
-class Restore {
- public:
-  explicit Restore(std::function<void()> restore) : restore_(std::move(restore)) {}
-  ~Restore() { restore_(); }
-  Restore(const Restore&) = delete;
-  Restore& operator=(const Restore&) = delete;
-
- private:
-  std::function<void()> restore_;
-};
 
 // One parameter's reference state, in double precision.
 struct RefParam {

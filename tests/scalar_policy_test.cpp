@@ -17,7 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.h"
+
 namespace {
+
+using lt_test::counter;
+using lt_test::expect_close;
+using lt_test::Tol;
 
 using lt::ScalarPolicy;
 using lt::Tensor;
@@ -31,32 +37,10 @@ class InterpreterEnvironment : public testing::Environment {
 [[maybe_unused]] testing::Environment* const kInterpreter =
     testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
 
-struct Tol {
-  double rtol;
-  double atol;
-};
 constexpr Tol kF32{1e-5, 1e-5};
-
-// One failure naming the first mismatch and the count, rather than one failure per element.
-void expect_close(const Vec& got, const Vec& want, Tol tol) {
-  ASSERT_EQ(got.size(), want.size());
-  size_t bad = 0;
-  size_t first = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    // Written so that a NaN on either side is a mismatch.
-    if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
-    if (bad++ == 0) first = i;
-  }
-  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
-                     << want[first];
-}
 
 Vec widen(const std::vector<float>& values) {
   return {values.begin(), values.end()};
-}
-
-int64_t counter(const char* name) {
-  return lt::metrics::counter_value(name);
 }
 
 int64_t transfers_to_device() {
