@@ -18,8 +18,11 @@
 #include <vector>
 
 #include "random_program.h"
+#include "test_support.h"
 
 namespace {
+
+using lt_test::PolicyScope;
 
 // The fixed seeds: a few seconds in the interpreter on two cores.
 constexpr uint64_t kFixedSeeds = 2000;
@@ -51,20 +54,6 @@ int failures_so_far() {
   }
   return failed;
 }
-
-// Sets a scalar policy for one scope: the setting is process-wide.
-class PolicyScope {
- public:
-  explicit PolicyScope(lt::ScalarPolicy policy) : saved_(lt::scalar_policy()) {
-    lt::set_scalar_policy(policy);
-  }
-  ~PolicyScope() { lt::set_scalar_policy(saved_); }
-  PolicyScope(const PolicyScope&) = delete;
-  PolicyScope& operator=(const PolicyScope&) = delete;
-
- private:
-  lt::ScalarPolicy saved_;
-};
 
 constexpr lt::ScalarPolicy kAllPolicies[] = {lt::ScalarPolicy::argument, lt::ScalarPolicy::constant,
                                              lt::ScalarPolicy::cached, lt::ScalarPolicy::uncached};

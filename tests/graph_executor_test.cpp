@@ -8,9 +8,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <functional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,69 +17,21 @@
 namespace {
 
 using lt_test::counter;
+using lt_test::elementwise;
 using lt_test::expect_close;
+using lt_test::fresh_size;
 using lt_test::Restore;
+using lt_test::settle;
 using lt_test::Tol;
 using lt_test::widen;
 
 using lt::Tensor;
 
-// The interpreter compiles in no time; the native compiler has its own test.
-class InterpreterEnvironment : public testing::Environment {
- public:
-  void SetUp() override { lt::set_kernel_compiler("interpreter"); }
-};
-[[maybe_unused]] testing::Environment* const kInterpreter =
-    testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
+[[maybe_unused]] testing::Environment* const kInterpreter = lt_test::use_interpreter();
 
 constexpr Tol kF32{1e-5, 1e-5};
 
-std::vector<double> elementwise(const std::vector<double>& values,
-                                const std::function<double(double)>& f) {
-  std::vector<double> out(values.size());
-  std::transform(values.begin(), values.end(), out.begin(), f);
-  return out;
-}
-
-// A size no earlier graph in this process has used, so that a test's first compile is a cache
-// miss whatever ran before it (other tests, or an earlier --gtest_repeat round).
-int64_t fresh_size() {
-  static int64_t next = 1000;
-  return next++;
-}
-
-class GraphExecutorTest : public testing::Test {
- protected:
-  void SetUp() override { settle(); }
-
-  // Finishes everything launched so far and zeroes the counters, so that a test counts only
-  // what follows.
-  static void settle() {
-    lt::mark_step();
-    lt::wait_device_ops();
-    lt::metrics::reset();
-  }
-
-  // Values in [lo, hi), representable in f32 so that expected values start from exactly what
-  // the tensor holds.
-  std::vector<float> values(int64_t n, double lo = -1, double hi = 1) {
-    std::uniform_real_distribution<double> dist(lo, hi);
-    std::vector<float> out(static_cast<size_t>(n));
-    for (float& v : out) v = static_cast<float>(dist(gen_));
-    return out;
-  }
-  uint64_t next_seed() { return gen_(); }
-
- private:
-  static uint32_t draw_seed() {
-    const char* fixed = std::getenv("LT_TEST_SEED");
-    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
-  }
-
-  const uint32_t seed_ = draw_seed();
-  std::mt19937 gen_{seed_};
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
-};
+class GraphExecutorTest : public lt_test::EngineTest {};
 
 TEST_F(GraphExecutorTest, RepeatedStepCompilesOnce) {
   const int64_t n = fresh_size();
@@ -139,10 +88,10 @@ TEST_F(GraphExecutorTest, ChangedShapeRecompiles) {
   EXPECT_NE(reason.find("shape"), std::string::npos) << reason;
 }
 
-// The default policy passes scalars as kernel arguments: no upload, no recompile (design.md 1).
+// The default policy passes scalars as kernel arguments: no upload, no recompile (README.md,
+// "Scalar policies").
 TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {
-  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
-  lt::set_scalar_policy(lt::ScalarPolicy::argument);
+  const lt_test::PolicyScope policy(lt::ScalarPolicy::argument);
   const int64_t n = fresh_size();
   const std::vector<float> pv = values(n);
   const std::vector<float> av = values(n);
@@ -167,8 +116,7 @@ TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {
 
 // The contrast: baked-in constants recompile for every new value and hit for a repeated one.
 TEST_F(GraphExecutorTest, ConstantScalarsRecompilePerValue) {
-  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
-  lt::set_scalar_policy(lt::ScalarPolicy::constant);
+  const lt_test::PolicyScope policy(lt::ScalarPolicy::constant);
   const int64_t n = fresh_size();
   const std::vector<float> pv = values(n);
   const std::vector<float> av = values(n);

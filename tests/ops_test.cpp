@@ -7,25 +7,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <ostream>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "test_support.h"
+
 namespace {
+
+using lt_test::elementwise;
+using lt_test::expect_close;
+using lt_test::Tol;
 
 using lt::DType;
 using lt::Shape;
 using lt::Tensor;
 
-struct Tol {
-  double rtol;
-  double atol;
-};
 constexpr Tol kF32{1e-5, 1e-6};
 constexpr Tol kF64{1e-12, 1e-12};
 // Reductions accumulate rounding over many elements.
@@ -37,27 +37,6 @@ Tol elementwise_tol(DType dtype) {
 }
 Tol reduce_tol(DType dtype) {
   return dtype == DType::f64 ? kF64Reduce : kF32Reduce;
-}
-
-// One failure naming the first mismatch and the count, rather than one failure per element.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, Tol tol) {
-  ASSERT_EQ(got.size(), want.size());
-  size_t bad = 0;
-  size_t first = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    // Written so that a NaN on either side is a mismatch.
-    if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
-    if (bad++ == 0) first = i;
-  }
-  EXPECT_EQ(bad, 0u) << "first mismatch at " << first << ": got " << got[first] << ", want "
-                     << want[first];
-}
-
-std::vector<double> elementwise(const std::vector<double>& values,
-                                const std::function<double(double)>& f) {
-  std::vector<double> out(values.size());
-  std::transform(values.begin(), values.end(), out.begin(), f);
-  return out;
 }
 
 // PyTorch's broadcasting: sizes align from the right, and a size of 1 stretches.
@@ -163,34 +142,21 @@ struct Input {
   std::vector<double> values;  // exactly what the tensor holds
 };
 
-// A fresh seed per test, attached to every failure message; LT_TEST_SEED=<seed> replays one.
-class Seeded {
+// Random inputs for the op tests.
+class RandomInputs : protected lt_test::Seeded {
  protected:
   // Uniform values in [lo, hi), rounded to `dtype` first so that expected values are computed
   // from exactly what the tensor holds.
   Input uniform(const Shape& shape, double lo, double hi, DType dtype = DType::f32) {
-    std::uniform_real_distribution<double> dist(lo, hi);
     std::vector<double> values(static_cast<size_t>(shape.numel()));
-    for (double& v : values) v = dtype == DType::f32 ? static_cast<float>(dist(gen_)) : dist(gen_);
+    for (double& v : values) {
+      v = dtype == DType::f32 ? static_cast<float>(scalar(lo, hi)) : scalar(lo, hi);
+    }
     if (dtype == DType::f32) {
       return {lt::from_vector(std::vector<float>(values.begin(), values.end()), shape), values};
     }
     return {lt::from_vector(values, shape), values};
   }
-  double scalar(double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(gen_);
-  }
-  uint64_t next_seed() { return gen_(); }
-
- private:
-  static uint32_t draw_seed() {
-    const char* fixed = std::getenv("LT_TEST_SEED");
-    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
-  }
-
-  const uint32_t seed_ = draw_seed();
-  std::mt19937 gen_{seed_};
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
 };
 
 // Checks what `t` must know at trace time, then its reference value against `want` (computed
@@ -286,7 +252,7 @@ const std::vector<UnaryCase> kUnaryCases = {
      [](double x, double s) { return s / x; }, 0.5, 2},
 };
 
-class UnaryOpTest : public testing::TestWithParam<UnaryCase>, protected Seeded {};
+class UnaryOpTest : public testing::TestWithParam<UnaryCase>, protected RandomInputs {};
 
 TEST_P(UnaryOpTest, MatchesFormulaAndReference) {
   const UnaryCase& c = GetParam();
@@ -367,7 +333,7 @@ const std::vector<ShapePair> kBroadcastShapes = {
     {{2, 3}, {}},     {{0, 3}, {1, 3}}, {{5, 1}, {1, 1}},
 };
 
-class BinaryOpTest : public testing::TestWithParam<BinaryCase>, protected Seeded {};
+class BinaryOpTest : public testing::TestWithParam<BinaryCase>, protected RandomInputs {};
 
 TEST_P(BinaryOpTest, BroadcastsAndMatchesFormulaAndReference) {
   const BinaryCase& c = GetParam();
@@ -450,7 +416,7 @@ const std::vector<ShapeTriple> kTernaryShapes = {
     {{1, 4}, {3, 1}, {1, 1}},  // the result is larger than every operand
 };
 
-class TernaryOpTest : public testing::TestWithParam<TernaryCase>, protected Seeded {};
+class TernaryOpTest : public testing::TestWithParam<TernaryCase>, protected RandomInputs {};
 
 TEST_P(TernaryOpTest, BroadcastsAndMatchesFormulaAndReference) {
   const TernaryCase& c = GetParam();
@@ -562,7 +528,7 @@ const std::vector<InPlaceCase> kInPlaceCases = {
      [](auto& a, auto&, auto&, double s) { return lt::full(a.shape(), s, a.dtype()); }},
 };
 
-class InPlaceOpTest : public testing::TestWithParam<InPlaceCase>, protected Seeded {};
+class InPlaceOpTest : public testing::TestWithParam<InPlaceCase>, protected RandomInputs {};
 
 TEST_P(InPlaceOpTest, RebindsToTheOutOfPlaceResult) {
   const InPlaceCase& c = GetParam();
@@ -615,7 +581,7 @@ const std::vector<ReductionCase> kReductionCases = {
      [](const auto& t, const auto& dims, bool keepdim) { return t.norm(dims, keepdim); }},
 };
 
-class ReductionTest : public testing::TestWithParam<ReductionCase>, protected Seeded {};
+class ReductionTest : public testing::TestWithParam<ReductionCase>, protected RandomInputs {};
 
 TEST_P(ReductionTest, OverAllElements) {
   const ReductionCase& c = GetParam();
@@ -668,7 +634,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReductionTest, testing::ValuesIn(kReductionCases),
 
 // --- Everything else. ---
 
-class OpsTest : public testing::Test, protected Seeded {};
+class OpsTest : public testing::Test, protected RandomInputs {};
 
 TEST_F(OpsTest, SumOverAnEmptyDimIsZero) {
   const Input x = uniform({0, 3}, -1, 1);

@@ -4,16 +4,11 @@
 #include <lazytensor/lazytensor.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,9 +17,14 @@
 namespace {
 
 using lt_test::counter;
+using lt_test::error_message;
 using lt_test::expect_close;
-using lt_test::Restore;
+using lt_test::expect_mentions;
+using lt_test::finish_or_exit;
+using lt_test::fresh_size;
+using lt_test::settle;
 using lt_test::Tol;
+using lt_test::widen;
 
 using lt::Shape;
 using lt::Tensor;
@@ -35,65 +35,11 @@ using lt::optim::SGD;
 using lt::optim::SGDOptions;
 using Vec = std::vector<double>;
 
-// The interpreter compiles in no time; the native compiler has its own test.
-class InterpreterEnvironment : public testing::Environment {
- public:
-  void SetUp() override { lt::set_kernel_compiler("interpreter"); }
-};
-[[maybe_unused]] testing::Environment* const kInterpreter =
-    testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
+[[maybe_unused]] testing::Environment* const kInterpreter = lt_test::use_interpreter();
 
 constexpr Tol kF32{1e-5, 1e-5};
 // For values far below 1 (second moments), where an absolute tolerance would hide any error.
 constexpr Tol kRelative{1e-5, 1e-12};
-
-Vec widen(const std::vector<float>& values) {
-  return {values.begin(), values.end()};
-}
-
-// A size no earlier graph in this process has used, so that a test's first compile is a cache
-// miss whatever ran before it.
-int64_t fresh_size() {
-  static int64_t next = 1000;
-  return next++;
-}
-
-// The message of the lt::Error that `op` throws; a failure if it throws something else or
-// nothing.
-std::string error_message(const std::function<void()>& op) {
-  try {
-    op();
-  } catch (const lt::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw something other than lt::Error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-  for (const std::string& part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos) << "\"" << part << "\" not in: " << message;
-  }
-}
-
-// Waits for everything launched so far, for at most `seconds`. A step that never finishes must
-// fail the test rather than hang the suite; the stuck device thread would block every later
-// test in this process, so the process ends here.
-void finish_or_exit(double seconds) {
-  const lt::DeviceEvent finished = lt::record_event();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!finished.done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "the device did not finish the step within " << seconds << " s";
-      std::fflush(stdout);
-      std::_Exit(EXIT_FAILURE);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
 
 // One parameter's reference state, in double precision.
 struct RefParam {
@@ -148,27 +94,17 @@ void sgd_ref(Vec& p, Vec& buf, const Vec& g, const SGDOptions& o) {
   }
 }
 
-class OptimTest : public testing::Test {
+// Optimizer state as the constructor leaves it: zeros that are already device data, so that
+// the first step's graph reads them as every later step's does.
+void expect_zero_device_data(const Tensor& t, const Shape& shape) {
+  ASSERT_TRUE(t.defined());
+  EXPECT_EQ(t.shape(), shape);
+  EXPECT_FALSE(t.is_pending());
+  EXPECT_EQ(t.to_vector<double>(), Vec(static_cast<size_t>(shape.numel()), 0.0));
+}
+
+class OptimTest : public lt_test::EngineTest {
  protected:
-  void SetUp() override { settle(); }
-
-  // Finishes everything launched so far and zeroes the counters, so that a test counts only
-  // what follows.
-  static void settle() {
-    lt::mark_step();
-    lt::wait_device_ops();
-    lt::metrics::reset();
-  }
-
-  // Values in [lo, hi), representable in f32 so that references start from exactly what the
-  // tensors hold.
-  std::vector<float> values(int64_t n, double lo = -1, double hi = 1) {
-    std::uniform_real_distribution<double> dist(lo, hi);
-    std::vector<float> out(static_cast<size_t>(n));
-    for (float& v : out) v = static_cast<float>(dist(gen_));
-    return out;
-  }
-
   // Two groups of parameters with per-group options; every step draws new gradients scaled by
   // the step's entry of `grad_scales`. Compares parameters and optimizer state with the
   // reference at the end.
@@ -192,8 +128,20 @@ class OptimTest : public testing::Test {
     for (const auto& group : groups) params.push_back(group.params);
     AdamW optimizer(std::move(groups), flavor);
     EXPECT_EQ(optimizer.flavor(), flavor);
-    EXPECT_EQ(optimizer.state(0, 0).step, 0);
-    EXPECT_FALSE(optimizer.state(0, 0).exp_avg.defined());
+    for (size_t g = 0; g < shapes.size(); ++g) {
+      for (size_t i = 0; i < shapes[g].size(); ++i) {
+        SCOPED_TRACE("state of group " + std::to_string(g) + ", parameter " + std::to_string(i));
+        const AdamW::State& state = optimizer.state(g, i);
+        EXPECT_EQ(state.step, 0);
+        expect_zero_device_data(state.exp_avg, shapes[g][i]);
+        expect_zero_device_data(state.exp_avg_sq, shapes[g][i]);
+        if (flavor == AdamW::Flavor::torch && options[g].amsgrad) {
+          expect_zero_device_data(state.max_exp_avg_sq, shapes[g][i]);
+        } else {
+          EXPECT_FALSE(state.max_exp_avg_sq.defined());
+        }
+      }
+    }
 
     const auto reference = flavor == AdamW::Flavor::huggingface ? hf_adamw_ref : torch_adamw_ref;
     for (double scale : grad_scales) {
@@ -231,16 +179,6 @@ class OptimTest : public testing::Test {
       }
     }
   }
-
- private:
-  static uint32_t draw_seed() {
-    const char* fixed = std::getenv("LT_TEST_SEED");
-    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
-  }
-
-  const uint32_t seed_ = draw_seed();
-  std::mt19937 gen_{seed_};
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
 };
 
 TEST_F(OptimTest, HuggingFaceAdamWMatchesReference) {
@@ -272,6 +210,32 @@ TEST_F(OptimTest, TorchAdamWMatchesReference) {
   }
 }
 
+// amsgrad switched on through groups() after some steps: the running maximum starts then, from
+// zeros, and the step goes on without error.
+TEST_F(OptimTest, AmsgradSwitchedOnLaterStartsItsMaximumThen) {
+  const Shape shape{4, 6};
+  const std::vector<float> pv = values(shape.numel());
+  AdamWOptions o{.lr = 0.05, .weight_decay = 0.1};
+  const Tensor param = lt::from_vector(pv, shape);
+  AdamW optimizer({{.params = {param}, .grads = {lt::zeros(shape)}, .options = o}},
+                  AdamW::Flavor::torch);
+  RefParam ref(widen(pv));
+  for (int step = 0; step < 3; ++step) {
+    if (step == 1) {
+      EXPECT_FALSE(optimizer.state(0, 0).max_exp_avg_sq.defined());
+      optimizer.groups()[0].options.amsgrad = o.amsgrad = true;
+      ref.max_v.assign(ref.max_v.size(), 0.0);
+    }
+    const std::vector<float> gv = values(shape.numel(), -1.0 / (step + 1), 1.0 / (step + 1));
+    optimizer.groups()[0].grads[0] = lt::from_vector(gv, shape);
+    torch_adamw_ref(ref, widen(gv), o);
+    optimizer.step();
+    lt::mark_step();
+  }
+  expect_close(param.to_vector<double>(), ref.p, kF32);
+  expect_close(optimizer.state(0, 0).max_exp_avg_sq.to_vector<double>(), ref.max_v, kRelative);
+}
+
 TEST_F(OptimTest, SGDMatchesReference) {
   // One group per configuration, so that one optimizer covers them all.
   const std::vector<SGDOptions> options = {
@@ -292,6 +256,10 @@ TEST_F(OptimTest, SGDMatchesReference) {
     ref_p.push_back(widen(pv));
   }
   SGD optimizer(std::move(groups));
+  for (size_t g = 0; g < options.size(); ++g) {
+    const Tensor& buf = optimizer.state(g, 0).momentum_buffer;
+    if (options[g].momentum != 0) expect_zero_device_data(buf, shape);
+  }
   for (int step = 0; step < 4; ++step) {
     for (size_t g = 0; g < options.size(); ++g) {
       const std::vector<float> gv = values(shape.numel());
@@ -309,6 +277,39 @@ TEST_F(OptimTest, SGDMatchesReference) {
     const Tensor& buf = optimizer.state(g, 0).momentum_buffer;
     ASSERT_EQ(buf.defined(), options[g].momentum != 0);
     if (buf.defined()) expect_close(buf.to_vector<double>(), ref_buf[g], kF32);
+  }
+}
+
+// torch.optim.SGD's first momentum step sets the buffer to the gradient itself, whatever the
+// dampening. Here the buffer starts as zeros, and its first update must still give the
+// gradient exactly.
+TEST_F(OptimTest, SGDFirstMomentumStepTakesTheGradientExactly) {
+  const std::vector<SGDOptions> options = {
+      {.lr = 0.1, .momentum = 0.9},
+      {.lr = 0.1, .momentum = 0.9, .dampening = 0.5},
+      {.lr = 0.1, .momentum = 0.5, .dampening = 0.25, .nesterov = true},
+  };
+  const Shape shape{5, 9};
+  std::vector<ParamGroup<SGDOptions>> groups;
+  std::vector<Tensor> params;
+  std::vector<std::vector<float>> gv;
+  std::vector<Vec> ref_p, ref_buf(options.size());
+  for (const SGDOptions& o : options) {
+    const std::vector<float> pv = values(shape.numel());
+    gv.push_back(values(shape.numel()));
+    params.push_back(lt::from_vector(pv, shape));
+    groups.push_back(
+        {.params = {params.back()}, .grads = {lt::from_vector(gv.back(), shape)}, .options = o});
+    ref_p.push_back(widen(pv));
+  }
+  SGD optimizer(std::move(groups));
+  optimizer.step();
+  lt::mark_step();
+  for (size_t g = 0; g < options.size(); ++g) {
+    SCOPED_TRACE("group " + std::to_string(g));
+    sgd_ref(ref_p[g], ref_buf[g], widen(gv[g]), options[g]);
+    EXPECT_EQ(optimizer.state(g, 0).momentum_buffer.to_vector(), gv[g]);
+    expect_close(params[g].to_vector<double>(), ref_p[g], kF32);
   }
 }
 
@@ -398,53 +399,112 @@ TEST_F(OptimTest, ClipGradNormNeverReadsBackDuringTheStep) {
   }
 }
 
-// A learning rate that changes every step (from 0, through the warm-up) is a kernel argument:
-// after the first steps' graphs the step never compiles or uploads again.
-TEST_F(OptimTest, ScheduledAdamWCompilesOnlyInItsFirstSteps) {
-  const Restore restore([policy = lt::scalar_policy()] { lt::set_scalar_policy(policy); });
-  lt::set_scalar_policy(lt::ScalarPolicy::argument);  // the default
-  const std::vector<Shape> shapes = {{fresh_size()}, {fresh_size(), 3}};
-  const AdamWOptions base{.lr = 0.01, .weight_decay = 0.01};
-  ParamGroup<AdamWOptions> group;
-  group.options = base;
-  std::vector<RefParam> ref;
-  std::vector<Vec> gv;
-  for (const Shape& shape : shapes) {
-    ref.emplace_back(widen(values(shape.numel())));
-    gv.push_back(widen(values(shape.numel())));
-    group.params.push_back(lt::from_vector(ref.back().p, shape));
-    group.grads.push_back(lt::from_vector(gv.back(), shape));
-  }
-  const std::vector<Tensor> params = group.params;
-  AdamW optimizer({group});
-  const auto schedule = lt::optim::linear_schedule(5, 50);
-  settle();
-  const size_t steps_before = lt::compiles_per_step().size();
+// One optimizer in a training loop, with PyTorch's update for it in double precision.
+struct Trainer {
+  std::function<void(double lr)> set_lr;
+  std::function<void()> step;
+  std::function<void(RefParam& ref, const Vec& grad, double lr)> reference;
+};
+using MakeTrainer =
+    std::function<Trainer(const std::vector<Tensor>& params, const std::vector<Tensor>& grads)>;
 
-  constexpr int kSteps = 50;
-  for (int step = 0; step < kSteps; ++step) {
-    AdamWOptions o = base;
-    o.lr = schedule->lr(base.lr, step);
-    optimizer.set_lr(o.lr);
-    optimizer.step();
-    lt::mark_step();
-    for (size_t i = 0; i < shapes.size(); ++i) hf_adamw_ref(ref[i], gv[i], o);
-  }
-  lt::wait_device_ops();
+MakeTrainer adamw_trainer(AdamW::Flavor flavor, const AdamWOptions& o) {
+  return [flavor, o](const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+    const auto optimizer =
+        std::make_shared<AdamW>(std::vector<ParamGroup<AdamWOptions>>{{params, grads, o}}, flavor);
+    const auto ref = flavor == AdamW::Flavor::huggingface ? hf_adamw_ref : torch_adamw_ref;
+    return Trainer{[optimizer](double lr) { optimizer->set_lr(lr); },
+                   [optimizer] { optimizer->step(); },
+                   [ref, o](RefParam& s, const Vec& g, double lr) {
+                     AdamWOptions now = o;
+                     now.lr = lr;
+                     ref(s, g, now);
+                   }};
+  };
+}
 
-  // The first step differs from the rest: its state starts as zeros.
-  const std::vector<int64_t> per_step = lt::compiles_per_step();
-  ASSERT_EQ(per_step.size(), steps_before + kSteps);
-  const auto first = per_step.begin() + static_cast<std::ptrdiff_t>(steps_before);
-  EXPECT_GE(first[0], 1);
-  EXPECT_EQ(std::count(first + 2, per_step.end(), 0), kSteps - 2) << "compiles after step 2";
-  EXPECT_LE(counter("UncachedCompile"), 2);
-  EXPECT_EQ(counter("CachedCompile") + counter("UncachedCompile"), kSteps);
-  EXPECT_EQ(counter("TransferToDeviceSync"), 0);
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    SCOPED_TRACE("parameter " + std::to_string(i));
-    expect_close(params[i].to_vector<double>(), ref[i].p, kF32);
-    EXPECT_EQ(optimizer.state(0, i).step, kSteps);
+MakeTrainer sgd_trainer(const SGDOptions& o) {
+  return [o](const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+    const auto optimizer =
+        std::make_shared<SGD>(std::vector<ParamGroup<SGDOptions>>{{params, grads, o}});
+    return Trainer{[optimizer](double lr) { optimizer->set_lr(lr); },
+                   [optimizer] { optimizer->step(); },
+                   [o](RefParam& s, const Vec& g, double lr) {
+                     SGDOptions now = o;
+                     now.lr = lr;
+                     sgd_ref(s.p, s.m, g, now);  // m: the momentum buffer
+                   }};
+  };
+}
+
+// A training run as a model does it: a new gradient every step, clip_grad_norm_, a learning
+// rate that warms up from 0 and decays, the optimizer's step, mark_step. The optimizer's state
+// exists before the first step and every scalar is a kernel argument, so the first step
+// compiles the graph that every later step runs: one compile in the run, and no upload.
+TEST_F(OptimTest, TrainingRunCompilesItsStepOnce) {
+  const lt_test::PolicyScope policy(lt::ScalarPolicy::argument);  // the default
+  constexpr int kSteps = 5;
+  const auto schedule = lt::optim::linear_schedule(2, kSteps);
+  constexpr double kMaxNorm = 1.0;  // well below the gradients' norm: clipping scales them
+  const std::vector<std::pair<std::string, MakeTrainer>> runs = {
+      {"HF AdamW", adamw_trainer(AdamW::Flavor::huggingface, {.weight_decay = 0.01})},
+      {"torch AdamW", adamw_trainer(AdamW::Flavor::torch, {.weight_decay = 0.1})},
+      {"torch AdamW, amsgrad",
+       adamw_trainer(AdamW::Flavor::torch, {.weight_decay = 0.1, .amsgrad = true})},
+      {"SGD, momentum and dampening",
+       sgd_trainer({.momentum = 0.9, .dampening = 0.3, .weight_decay = 0.01})},
+      {"SGD, nesterov", sgd_trainer({.momentum = 0.9, .weight_decay = 0.01, .nesterov = true})},
+  };
+  for (const auto& [name, make_trainer] : runs) {
+    SCOPED_TRACE(name);
+    // Shapes of its own, so that nothing compiled earlier in this process can serve the run.
+    const std::vector<Shape> shapes = {{fresh_size()}, {fresh_size(), 3}};
+    std::vector<Tensor> params, grads;
+    std::vector<RefParam> ref;
+    for (const Shape& shape : shapes) {
+      ref.emplace_back(widen(values(shape.numel())));
+      params.push_back(lt::from_vector(ref.back().p, shape));
+      grads.push_back(lt::zeros(shape));
+    }
+    const Trainer trainer = make_trainer(params, grads);
+    settle();
+    const size_t steps_before = lt::compiles_per_step().size();
+
+    for (int step = 0; step < kSteps; ++step) {
+      // Written in place, as autograd writes .grad: the optimizer holds the same tensors.
+      std::vector<Vec> gv;
+      double sum_sq = 0;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        gv.push_back(widen(values(shapes[i].numel())));
+        grads[i].copy_(lt::from_vector(gv.back(), shapes[i]));
+        for (double g : gv.back()) sum_sq += g * g;
+      }
+      const double coef = std::min(1.0, kMaxNorm / (std::sqrt(sum_sq) + 1e-6));
+      const double lr = schedule->lr(0.05, step);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        for (double& g : gv[i]) g *= coef;
+        trainer.reference(ref[i], gv[i], lr);
+      }
+      trainer.set_lr(lr);
+      lt::clip_grad_norm_(grads, kMaxNorm);
+      trainer.step();
+      lt::mark_step();
+    }
+    finish_or_exit(20);
+
+    const std::vector<int64_t> per_step = lt::compiles_per_step();
+    ASSERT_EQ(per_step.size(), steps_before + kSteps);
+    EXPECT_EQ(std::vector<int64_t>(per_step.begin() + static_cast<std::ptrdiff_t>(steps_before),
+                                   per_step.end()),
+              (std::vector<int64_t>{1, 0, 0, 0, 0}))
+        << lt::last_recompile_reason();
+    EXPECT_EQ(counter("UncachedCompile"), 1);
+    EXPECT_EQ(counter("CachedCompile"), kSteps - 1);
+    EXPECT_EQ(counter("TransferToDeviceSync"), 0);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      SCOPED_TRACE("parameter " + std::to_string(i));
+      expect_close(params[i].to_vector<double>(), ref[i].p, kF32);
+    }
   }
 }
 

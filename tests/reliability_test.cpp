@@ -7,23 +7,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "backend/fault_injection.h"
 #include "lazytensor/lazytensor.h"
+#include "test_support.h"
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const lt::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lt_test::error_message;
 
 int64_t resident_bytes() {
   std::ifstream statm("/proc/self/statm");
@@ -42,7 +35,7 @@ class ReliabilityTest : public ::testing::Test {
 };
 
 TEST_F(ReliabilityTest, AnImpossibleAllocationFailsAtTraceTime) {
-  const std::string message = error_of([] { lt::zeros({int64_t{1} << 40}); });
+  const std::string message = error_message([] { lt::zeros({int64_t{1} << 40}); });
   EXPECT_NE(message.find("zeros"), std::string::npos) << message;
   EXPECT_NE(message.find("4398046511104 bytes"), std::string::npos) << message;
   EXPECT_NE(message.find("free"), std::string::npos) << message;
@@ -54,7 +47,7 @@ TEST_F(ReliabilityTest, AnImpossibleAllocationFailsAtTraceTime) {
 TEST_F(ReliabilityTest, BroadcastBeyondTheDeviceFailsAtTraceTimeAndKeepsTheOperands) {
   lt::Tensor a = lt::ones({1 << 20, 1});
   lt::Tensor b = lt::ones({1, 1 << 20});
-  const std::string message = error_of([&] { a.add_(b); });
+  const std::string message = error_message([&] { a.add_(b); });
   EXPECT_NE(message.find("add_"), std::string::npos) << message;
   EXPECT_EQ(a.shape(), lt::Shape({1 << 20, 1}));
   EXPECT_EQ(a.sum().item(), double(1 << 20));
@@ -70,10 +63,10 @@ TEST_F(ReliabilityTest, AnAllocationFailureInAStepFailsItsOutputsOnly) {
   lt::Tensor x = lt::zeros({1 << 20});
   lt::Tensor y = lt::ones({1 << 20});
   lt::mark_step();
-  const std::string waited = error_of([] { lt::wait_device_ops(); });
+  const std::string waited = error_message([] { lt::wait_device_ops(); });
   EXPECT_NE(waited.find("step"), std::string::npos) << waited;
   EXPECT_NE(waited.find("cannot allocate"), std::string::npos) << waited;
-  const std::string read = error_of([&] { y.to_vector(); });
+  const std::string read = error_message([&] { y.to_vector(); });
   EXPECT_NE(read.find("cannot allocate"), std::string::npos) << read;
   EXPECT_NE(read.find("step"), std::string::npos) << read;
 
@@ -94,13 +87,13 @@ TEST_F(ReliabilityTest, AKernelFailureMarksItsOutputsAndLeavesTheRest) {
   lt::backend::inject_execution_failures(1);
   p.add_(1.0);
   lt::mark_step();
-  const std::string waited = error_of([] { lt::wait_device_ops(); });
+  const std::string waited = error_message([] { lt::wait_device_ops(); });
   EXPECT_NE(waited.find("step " + std::to_string(step)), std::string::npos) << waited;
-  const std::string read = error_of([&] { p.to_vector(); });
+  const std::string read = error_message([&] { p.to_vector(); });
   EXPECT_NE(read.find("injected kernel failure"), std::string::npos) << read;
   // A value computed from a failed one fails too, saying why.
   lt::Tensor derived = p.mul(2.0);
-  const std::string derived_error = error_of([&] { derived.to_vector(); });
+  const std::string derived_error = error_message([&] { derived.to_vector(); });
   EXPECT_NE(derived_error.find("input failed"), std::string::npos) << derived_error;
   // Unaffected tensors and later steps work.
   EXPECT_EQ(q.to_vector(), (std::vector<float>{5, 6}));
@@ -108,7 +101,7 @@ TEST_F(ReliabilityTest, AKernelFailureMarksItsOutputsAndLeavesTheRest) {
   lt::mark_step();
   EXPECT_EQ(q.to_vector(), (std::vector<float>{10, 12}));
   // The derived step's failure is reported once, then waits are clean again.
-  const std::string second = error_of([] { lt::wait_device_ops(); });
+  const std::string second = error_message([] { lt::wait_device_ops(); });
   EXPECT_NE(second.find("input failed"), std::string::npos) << second;
   EXPECT_NO_THROW(lt::wait_device_ops());
 }

@@ -1,20 +1,15 @@
-// The four scalar policies (design.md, section 1) observed through the metrics counters: what a
-// plain number passed to an op costs in transfers and compiles under each, and that each gives
-// the right numbers.
+// The four scalar policies (README.md, "Scalar policies") observed through the metrics counters:
+// what a plain number passed to an op costs in transfers and compiles under each, and that each
+// gives the right numbers.
 #include <gtest/gtest.h>
 #include <lazytensor/lazytensor.h>
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
-#include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "test_support.h"
@@ -23,35 +18,22 @@ namespace {
 
 using lt_test::counter;
 using lt_test::expect_close;
+using lt_test::finish_or_exit;
+using lt_test::fresh_size;
+using lt_test::settle;
 using lt_test::Tol;
+using lt_test::widen;
 
 using lt::ScalarPolicy;
 using lt::Tensor;
 using Vec = std::vector<double>;
 
-// The interpreter compiles in no time; the native compiler has its own test.
-class InterpreterEnvironment : public testing::Environment {
- public:
-  void SetUp() override { lt::set_kernel_compiler("interpreter"); }
-};
-[[maybe_unused]] testing::Environment* const kInterpreter =
-    testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
+[[maybe_unused]] testing::Environment* const kInterpreter = lt_test::use_interpreter();
 
 constexpr Tol kF32{1e-5, 1e-5};
 
-Vec widen(const std::vector<float>& values) {
-  return {values.begin(), values.end()};
-}
-
 int64_t transfers_to_device() {
   return counter("TransferToDeviceSync") + counter("TransferToDeviceAsync");
-}
-
-// A size no earlier graph in this process has used, so that a test's first compile is a cache
-// miss whatever ran before it.
-int64_t fresh_size() {
-  static int64_t next = 2000;
-  return next++;
 }
 
 // A value no earlier test in this process has passed (never 0 or +-1, and distinct in f32), so
@@ -61,25 +43,8 @@ double fresh_value() {
   return 0.123 + 1e-5 * ++next;
 }
 
-// Waits for everything launched so far, for at most `seconds`. A step that never finishes must
-// fail the test rather than hang the suite; the stuck device thread would block every later
-// test in this process, so the process ends here.
-void finish_or_exit(double seconds) {
-  const lt::DeviceEvent finished = lt::record_event();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!finished.done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "the device did not finish the step within " << seconds << " s";
-      std::fflush(stdout);
-      std::_Exit(EXIT_FAILURE);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  lt::wait_device_ops();  // reports a failed step
-}
-
 // Every test updates p in place with p.addcdiv_(a, b, value), one step per value.
-class ScalarPolicyTest : public testing::Test {
+class ScalarPolicyTest : public testing::Test, protected lt_test::Seeded {
  protected:
   void SetUp() override {
     const int64_t n = fresh_size();
@@ -90,9 +55,7 @@ class ScalarPolicyTest : public testing::Test {
     a_ = lt::from_vector(av_, {n});
     b_ = lt::from_vector(bv_, {n});
     want_ = widen(pv);
-    lt::mark_step();
-    lt::wait_device_ops();
-    lt::metrics::reset();
+    settle();
   }
 
   // The settings are process-wide: put them back for later tests (argument is the default).
@@ -113,29 +76,12 @@ class ScalarPolicyTest : public testing::Test {
     return p_.to_vector<double>();
   }
 
-  // Values in [lo, hi), representable in f32 so that expected values start from exactly what
-  // the tensor holds.
-  std::vector<float> values(int64_t n, double lo = -1, double hi = 1) {
-    std::uniform_real_distribution<double> dist(lo, hi);
-    std::vector<float> out(static_cast<size_t>(n));
-    for (float& v : out) v = static_cast<float>(dist(gen_));
-    return out;
-  }
-
   Tensor p_, a_, b_;
   Vec av_, bv_, want_;
 
  private:
-  static uint32_t draw_seed() {
-    const char* fixed = std::getenv("LT_TEST_SEED");
-    return fixed != nullptr ? static_cast<uint32_t>(std::stoul(fixed)) : std::random_device{}();
-  }
-
   const bool special_scalars_ = lt::special_scalars();
   const size_t data_cache_size_ = lt::data_cache_size();
-  const uint32_t seed_ = draw_seed();
-  std::mt19937 gen_{seed_};
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
 };
 
 // The default: whatever the value, even the ones other policies special-case, nothing is

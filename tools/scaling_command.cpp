@@ -20,8 +20,8 @@ int run_scaling_command(const ScalingCommandOptions& o) {
       "HF AdamW, tensors of %lld elements, %d steps (medians over steps 3..%d), kernels: %s\n",
       static_cast<long long>(o.tensor_size), o.steps, o.steps, kernel_compiler().c_str());
   std::printf(
-      "(step 2 compiles once under every policy: the optimizer state created in step 1 is\n"
-      " device data from then on; the columns count steps 3..%d)\n",
+      "(the linear schedule starts at lr 0, which cached and uncached bake in as a constant, so\n"
+      " step 2 compiles again under those; the columns count steps 3..%d)\n",
       o.steps);
   std::printf("%8s  %-9s %14s %16s %12s %14s\n", "tensors", "policy", "sync xfer/step",
               "compiles/step", "step (ms)", "host wait/step");

@@ -9,6 +9,8 @@
 // Optimizers that trace their updates like any other ops: call step(), then lt::mark_step().
 // The step counter lives on the host; every hyperparameter reaches the device through the
 // scalar policy, so a learning rate that changes every step never recompiles (by default).
+// The constructor creates the optimizer state as zeros on the device (as optax.init does), so
+// the first step traces the same graph as every later one and a run compiles its step once.
 namespace lt::optim {
 
 // Parameters with their gradients (same shapes) and the group's hyperparameters.
@@ -37,7 +39,8 @@ class AdamW {
 
   struct State {
     int64_t step = 0;
-    Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;  // created on the first step
+    // Zeros from the constructor on; max_exp_avg_sq only with amsgrad (torch flavour).
+    Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
   };
 
   AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor = Flavor::huggingface);
@@ -51,6 +54,10 @@ class AdamW {
   Flavor flavor() const { return flavor_; }
 
  private:
+  // Creates the state the options ask for that does not exist yet, as device data: all of it
+  // in the constructor; max_exp_avg_sq later if amsgrad is switched on through groups().
+  void create_state();
+
   std::vector<ParamGroup<AdamWOptions>> groups_;
   std::vector<std::vector<State>> state_;
   Flavor flavor_;
@@ -68,7 +75,8 @@ struct SGDOptions {
 class SGD {
  public:
   struct State {
-    Tensor momentum_buffer;  // created on the first step with momentum
+    int64_t step = 0;
+    Tensor momentum_buffer;  // zeros from the constructor on, with momentum only
   };
 
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);

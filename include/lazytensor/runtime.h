@@ -36,7 +36,7 @@ class DeviceEvent {
 };
 DeviceEvent record_event();
 
-// How a plain number passed to an op reaches the device (design.md, section 1).
+// How a plain number passed to an op reaches the device (README.md, "Scalar policies").
 enum class ScalarPolicy {
   argument,  // a kernel argument: no upload, no recompile, whatever the value (default)
   cached,    // device data from an LRU cache keyed by value: one synchronous upload per new value
@@ -50,7 +50,8 @@ ScalarPolicy parse_scalar_policy(const std::string& name);  // throws lt::Error 
 //   LT_SCALAR_POLICY=argument|cached|uncached|constant   LT_SPECIAL_SCALARS=0|1
 //   LT_COMPILE_CACHE_SIZE=N   LT_DATA_CACHE_SIZE=N   LT_COMPILER=native|interpreter
 //   LT_KERNEL_CACHE_DIR=path  LT_KERNEL_CACHE_BYTES=N  LT_NUM_THREADS=N  LT_DEBUG=0|1
-//   LT_DEVICE_MEMORY_LIMIT=bytes
+//   LT_DEVICE_MEMORY_LIMIT=bytes  LT_TIERED_COMPILE=0|1  LT_MAX_KERNEL_OPS=N
+//   LT_GRAPH_WARN_NODES=N  LT_AUTO_CUT_NODES=N
 void set_scalar_policy(ScalarPolicy policy);
 ScalarPolicy scalar_policy();
 // With the cached and uncached policies, 0 and +-1 become graph constants, as in torch-xla.
@@ -63,8 +64,28 @@ size_t data_cache_size();
 // "native": kernels are generated as C++, compiled by the system compiler and loaded (fast
 // kernels; the first compile of a kernel takes a fraction of a second, then it is cached on
 // disk). "interpreter": the same kernel programs run by a tile interpreter (no compiler needed).
+// If the system compiler fails, native kernels keep running on the interpreter (said once on
+// stderr; the counter NativeCompileFailure counts it); the setting itself does not change.
 void set_kernel_compiler(const std::string& name);
 std::string kernel_compiler();
+// Tiered compilation (on by default): a step whose native kernels are not compiled yet runs at
+// once on the interpreter while the system compiler works in the background, on every core;
+// later launches switch to the native code as it arrives. Off: a step waits for its kernels.
+void set_tiered_compilation(bool enabled);
+bool tiered_compilation();
+// Blocks until every background kernel compile has finished (a benchmark's warm-up).
+void wait_kernel_compiles();
+// The longest program a fused kernel may have, in ops (LT_MAX_KERNEL_OPS, default 512).
+// Longer chains are cut into several kernels: compile time grows faster than program length.
+void set_max_kernel_ops(size_t ops);
+// A loop that never calls mark_step() grows one graph without bound. Past `nodes` live IR
+// nodes (LT_GRAPH_WARN_NODES, default 1,000,000) a warning says so once on stderr; past
+// LT_AUTO_CUT_NODES (default 4,000,000; 0: never) the next op cuts the graph as mark_step()
+// would. A cut changes no value, only where the step boundaries are.
+void set_graph_warn_nodes(size_t nodes);
+void set_auto_cut_nodes(size_t nodes);
+// IR nodes alive now, over all threads.
+int64_t live_ir_nodes();
 // Where natively compiled kernels are cached on disk (LT_KERNEL_CACHE_DIR; by default
 // $XDG_CACHE_HOME/lazytensor/kernels or ~/.cache/lazytensor/kernels), and its size bound.
 void set_kernel_cache_dir(const std::string& path);
@@ -104,6 +125,10 @@ struct StepStats {
   bool cache_hit = false;
 };
 StepStats last_step_stats();
+
+// Forgets every compiled graph and kernel held in memory (the disk cache of native kernels
+// stays), so that the next step compiles as a first one does. Waits for background compiles.
+void clear_compile_caches();
 
 // Number of compiled graphs and kernels currently cached in memory.
 size_t compile_cache_entries();

@@ -1,5 +1,7 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -33,10 +35,14 @@ class Tensor {
   bool is_pending() const;
 
   // Reading waits for the value (launching its computation first if it is still pending)
-  // and counts one TransferFromDevice. Values convert to the requested element type.
+  // and counts one TransferFromDevice. Values convert to the requested element type (float,
+  // double, int32_t or int64_t) as to() converts them.
   template <typename T = float>
   std::vector<T> to_vector() const;
   double item() const;  // the tensor must hold exactly one element
+  // Copies the numel() * dtype_size(dtype()) bytes of the value, in the tensor's own dtype
+  // (bf16 as its 16 bits, bool as bytes 0 and 1), to `dst`.
+  void to_host(void* dst) const;
 
   // Arithmetic. `alpha` scales `other`, as in torch.add(input, other, alpha=...).
   Tensor add(const Tensor& other) const;
@@ -129,11 +135,31 @@ class Tensor {
 
 extern template std::vector<float> Tensor::to_vector<float>() const;
 extern template std::vector<double> Tensor::to_vector<double>() const;
+extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+namespace detail {
+// from_vector's body: `count` elements of `dtype` at `values`, checked against the shape.
+Tensor from_values(const char* op, const void* values, size_t count, const Shape& shape,
+                   DType dtype);
+}  // namespace detail
 
 // Factories. Data is copied into device memory owned by the device (asynchronously: the
-// vector may be reused as soon as the call returns).
+// vector may be reused as soon as the call returns). The values' count must be the shape's.
+// The dtype is the element type's: f32, f64, i64 (e.g. integer ids) and i32.
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape);
+// A braced list takes the dtype of its elements (lt::dtype_of): from_vector({1.f, 2.f}, {2})
+// is f32, {1.0, 2.0} f64, {1, 2} i32, {int64_t{1}} i64, {true, false} bool.
+template <class T>
+Tensor from_vector(std::initializer_list<T> values, const Shape& shape) {
+  return detail::from_values("from_vector", values.begin(), values.size(), shape, dtype_of<T>());
+}
+// shape.numel() elements of `dtype` in its own layout (bf16 as 16 bits, bool as one byte
+// each, any nonzero byte meaning true), copied before the call returns.
+Tensor from_host(const void* data, const Shape& shape, DType dtype);
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
 Tensor ones(const Shape& shape, DType dtype = DType::f32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32);

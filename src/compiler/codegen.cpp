@@ -5,6 +5,8 @@
 #include <string>
 
 #include "compiler/compiled_kernel.h"
+#include "ir/dtype_traits.h"
+#include "lazytensor/error.h"
 
 namespace lt::compiler {
 
@@ -12,8 +14,16 @@ extern const char* const kKernelPrelude;  // kernel_prelude.h with op_table.def 
 
 namespace {
 
-const char* c_type(DType dtype) {
-  return dtype == DType::f64 ? "double" : "float";
+// The dtype's row, for a dtype the generated code can hold.
+const DTypeInfo& kernel_dtype(DType dtype) {
+  const DTypeInfo& info = dtype_info(dtype);
+  if (!info.has_kernels) throw_no_kernels(dtype);
+  return info;
+}
+
+// `value`, a register of any type, converted to a register of `dtype`.
+std::string cast(DType dtype, const std::string& value) {
+  return std::string(kernel_dtype(dtype).c_cast) + "(" + value + ")";
 }
 
 std::string literal(double value) {
@@ -32,44 +42,54 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
   out += "extern \"C\" void " + symbol +
          "(const void* const* in, void* const* out, const double* s, long n) {\n";
   for (int k = 0; k < program.num_inputs(); ++k) {
-    const char* t = c_type(program.input_dtypes[k]);
-    out += std::string("  const ") + t + "* in" + std::to_string(k) + " = static_cast<const " + t +
-           "*>(in[" + std::to_string(k) + "]);\n";
+    const std::string t = kernel_dtype(program.input_dtypes[k]).c_storage;
+    out += "  const " + t + "* in" + std::to_string(k) + " = static_cast<const " + t + "*>(in[" +
+           std::to_string(k) + "]);\n";
   }
   for (size_t k = 0; k < program.outputs.size(); ++k) {
-    const char* t = c_type(program.instrs[program.outputs[k]].dtype);
-    out += std::string("  ") + t + "* out" + std::to_string(k) + " = static_cast<" + t + "*>(out[" +
+    const std::string t = kernel_dtype(program.instrs[program.outputs[k]].dtype).c_storage;
+    out += "  " + t + "* out" + std::to_string(k) + " = static_cast<" + t + "*>(out[" +
            std::to_string(k) + "]);\n";
   }
   // Scalars and constants are loop-invariant: hoist them.
   std::string body;
   for (size_t r = 0; r < program.instrs.size(); ++r) {
     const Instr& instr = program.instrs[r];
+    const DTypeInfo& info = kernel_dtype(instr.dtype);
     const std::string decl =
-        "const " + std::string(c_type(instr.dtype)) + " " + reg(static_cast<int32_t>(r)) + " = ";
+        "const " + std::string(info.c_register) + " " + reg(static_cast<int32_t>(r)) + " = ";
     switch (instr.kind) {
       case InstrKind::Scalar:
-        out += "  " + decl + "static_cast<" + c_type(instr.dtype) + ">(s[" +
-               std::to_string(instr.index) + "]);\n";
+        out += "  " + decl + cast(instr.dtype, "s[" + std::to_string(instr.index) + "]") + ";\n";
         break;
       case InstrKind::Constant:
-        out += "  " + decl + "static_cast<" + c_type(instr.dtype) + ">(" + literal(instr.constant) +
-               ");\n";
+        out += "  " + decl + cast(instr.dtype, literal(instr.constant)) + ";\n";
         break;
-      case InstrKind::Input:
-        body += "    " + decl + "in" + std::to_string(instr.index) + "[i];\n";
+      case InstrKind::Input: {
+        const std::string element = "in" + std::to_string(instr.index) + "[i]";
+        const std::string loaded =
+            info.wide_register ? std::string(info.c_load) + "(" + element + ")" : element;
+        body += "    " + decl + loaded + ";\n";
         break;
+      }
       case InstrKind::Op: {
         if (instr.op == ir::OpKind::Cast) {
-          body += "    " + decl + "static_cast<" + c_type(instr.dtype) + ">(" + reg(instr.args[0]) +
-                  ");\n";
+          body += "    " + decl + cast(instr.dtype, reg(instr.args[0])) + ";\n";
           break;
+        }
+        // Dtypes without arithmetic only copy: anything else would not compile, or would
+        // compute what no op of theirs is defined to.
+        if (!info.arithmetic && instr.op != ir::OpKind::Identity) {
+          throw Error(std::string("codegen: op ") + ir::op_info(instr.op).name +
+                      " has no kernel for dtype " + info.name);
         }
         std::string call = "lt_kernel::" + std::string(ir::op_info(instr.op).name) + "Fn{}(";
         for (int a = 0; a < 3 && instr.args[a] >= 0; ++a) {
           call += (a ? ", " : "") + reg(instr.args[a]);
         }
-        body += "    " + decl + call + ");\n";
+        call += ")";
+        if (info.wide_register) call = cast(instr.dtype, call);  // rounded to the dtype
+        body += "    " + decl + call + ";\n";
         break;
       }
     }
@@ -79,7 +99,11 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
   // vectorizer there is no dependence between iterations, which is true for any such aliasing.
   out += "#pragma GCC ivdep\n  for (long i = 0; i < n; ++i) {\n" + body;
   for (size_t k = 0; k < program.outputs.size(); ++k) {
-    out += std::string("    out") + std::to_string(k) + "[i] = " + reg(program.outputs[k]) + ";\n";
+    const DTypeInfo& info = dtype_info(program.instrs[program.outputs[k]].dtype);
+    const std::string value = reg(program.outputs[k]);
+    const std::string stored =
+        info.wide_register ? std::string(info.c_store) + "(" + value + ")" : value;
+    out += "    out" + std::to_string(k) + "[i] = " + stored + ";\n";
   }
   out += "  }\n}\n";
 }

@@ -18,6 +18,20 @@ class CompiledKernel {
   virtual void run(const void* const* inputs, void* const* outputs, const double* scalars,
                    int64_t n) const = 0;
   virtual const char* method() const = 0;  // "native" or "interpreter"
+  // The kernel that runs now. A tiered kernel answers its interpreted form until its native
+  // code is ready; a launch resolves once, so all of its work runs the same code.
+  virtual const CompiledKernel& resolve() const { return *this; }
+};
+
+// How kernels are compiled, handed down by the backend (the compiler reads no settings).
+struct KernelCompileOptions {
+  bool native = true;  // false: the interpreter only
+  // Native kernels start interpreted and switch once their code is compiled in the
+  // background, so no step waits for the system compiler. false: wait for it.
+  bool tiered = true;
+  std::string cache_dir;     // shared objects on disk
+  size_t cache_bytes = 0;    // their byte bound
+  size_t cache_entries = 0;  // kernels kept in memory
 };
 
 std::shared_ptr<CompiledKernel> make_interpreted_kernel(const KernelProgram& program);
@@ -28,14 +42,20 @@ std::string generate_source(const std::vector<const KernelProgram*>& programs,
                             const std::vector<std::string>& symbols);
 
 // Compiles generated source with the system C++ compiler and loads it, with an on-disk cache
-// keyed by the source and the compiler command. Throws lt::Error when the compiler fails.
+// (in options.cache_dir) keyed by the source and the compiler command. Throws lt::Error when
+// the compiler fails.
 std::vector<std::shared_ptr<CompiledKernel>> compile_native(
-    const std::vector<const KernelProgram*>& programs);
+    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options);
 
 // The in-memory kernel cache in front of both methods: programs already compiled with the
-// current method are returned at once; the rest are compiled together.
+// requested method are returned at once. The rest are compiled in parallel batches, in the
+// background when options.tiered (running interpreted meanwhile). A native compile that
+// fails leaves its kernels interpreted and says so once on stderr.
 std::vector<std::shared_ptr<const CompiledKernel>> get_kernels(
-    const std::vector<const KernelProgram*>& programs);
+    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options);
 size_t kernel_cache_size();
+void clear_kernel_cache();
+// Blocks until every background kernel compile has finished.
+void wait_background_compiles();
 
 }  // namespace lt::compiler

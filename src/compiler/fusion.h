@@ -19,7 +19,12 @@ struct Kernel {
   int level = 0;  // kernels of one level are independent; levels run in increasing order
 };
 
-// Splits a graph into fused kernels, returned in an order that respects their dependencies.
+struct FusionOptions {
+  size_t max_kernel_ops = 512;  // longer programs are cut into several kernels
+};
+
+// Splits a graph into fused kernels, returned in an order that respects their dependencies
+// (sorted by level).
 //
 // Vertical fusion: elementwise nodes of one shape that feed each other share a kernel, and
 // only nodes needed outside it (graph outputs, inputs of other kernels) reach memory.
@@ -27,7 +32,8 @@ struct Kernel {
 // A node is materialized when a user broadcasts it or when it feeds a kernel across a
 // reduction. Cycles between kernels are impossible by construction: every node gets a
 // level (the longest distance, in materializations, to a graph output) and only nodes of
-// equal level fuse, while every edge between kernels strictly lowers the level.
-std::vector<Kernel> partition(const ir::Graph& graph);
+// equal level fuse, while every edge between kernels strictly lowers the level. A program is
+// never longer than options.max_kernel_ops ops: longer chains are cut into several kernels.
+std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& options);
 
 }  // namespace lt::compiler

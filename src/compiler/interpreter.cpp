@@ -1,10 +1,17 @@
 // Runs kernel programs without a compiler: each instruction is applied to a tile of elements
-// at a time, so dispatch costs once per instruction per tile, not per element.
+// at a time, so dispatch costs once per instruction per tile, not per element. The dtype
+// dispatch happens once, when the kernel is built: each instruction gets the function for its
+// dtypes, and a dtype or op without a kernel is an error then rather than at run time.
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "compiler/compiled_kernel.h"
 #include "compiler/kernel_prelude.h"
+#include "ir/dtype_traits.h"
+#include "lazytensor/error.h"
 
 namespace lt::compiler {
 
@@ -36,44 +43,141 @@ void apply(const Instr& instr, const void* const* regs, void* dst, int64_t n) {
   }
 }
 
-template <class T>
+// The op applied to registers of dtype T (a storage type). Registers wider than the dtype
+// (bf16's f32) round each result to it, as PyTorch rounds every bf16 op's result.
+template <class F, class T>
 void apply_op(const Instr& instr, const void* const* regs, void* dst, int64_t n) {
-  switch (instr.op) {
+  using R = RegisterOf<T>;
+  apply<F, R>(instr, regs, dst, n);
+  if constexpr (!std::is_same_v<R, T>) {
+    R* out = static_cast<R*>(dst);
+    for (int64_t i = 0; i < n; ++i) out[i] = ElementTraits<T>::cast(out[i]);
+  }
+}
+
+using OpFn = void (*)(const Instr& instr, const void* const* regs, void* dst, int64_t n);
+using ConvertFn = void (*)(const void* src, void* dst, int64_t n);
+using FillFn = void (*)(void* dst, double value, int64_t n);
+
+// The kernel of `op` for dtype T, or null: dtypes without arithmetic only copy.
+template <class T>
+OpFn op_function(ir::OpKind op) {
+  if constexpr (!dtype_info_of<T>().arithmetic) {
+    return op == ir::OpKind::Identity ? apply_op<lt_kernel::IdentityFn, T> : nullptr;
+  } else {
+    switch (op) {
 #define LT_UNARY(Name, name, expr, ref) \
   case ir::OpKind::Name:                \
-    return apply<lt_kernel::Name##Fn, T>(instr, regs, dst, n);
+    return apply_op<lt_kernel::Name##Fn, T>;
 #define LT_BINARY LT_UNARY
 #define LT_TERNARY LT_UNARY
 #include "ir/op_table.def"
 #undef LT_UNARY
 #undef LT_BINARY
 #undef LT_TERNARY
-    default:
-      break;
+      default:
+        return nullptr;
+    }
   }
 }
 
+// Memory to registers and back, for dtypes whose registers differ from their storage.
+template <class T>
+void load(const void* src, void* dst, int64_t n) {
+  const T* in = static_cast<const T*>(src);
+  RegisterOf<T>* out = static_cast<RegisterOf<T>*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = load_element(in[i]);
+}
+
+template <class T>
+void store(const void* src, void* dst, int64_t n) {
+  const RegisterOf<T>* in = static_cast<const RegisterOf<T>*>(src);
+  T* out = static_cast<T*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = store_element<T>(in[i]);
+}
+
+// Registers of dtype From to registers of dtype To.
 template <class To, class From>
 void convert(const void* src, void* dst, int64_t n) {
-  const From* in = static_cast<const From*>(src);
-  To* out = static_cast<To*>(dst);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+  const RegisterOf<From>* in = static_cast<const RegisterOf<From>*>(src);
+  RegisterOf<To>* out = static_cast<RegisterOf<To>*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = ElementTraits<To>::cast(in[i]);
 }
 
 template <class T>
 void fill(void* dst, double value, int64_t n) {
-  T* out = static_cast<T*>(dst);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(value);
+  RegisterOf<T>* out = static_cast<RegisterOf<T>*>(dst);
+  const RegisterOf<T> v = ElementTraits<T>::cast(value);
+  for (int64_t i = 0; i < n; ++i) out[i] = v;
+}
+
+// How one instruction runs, chosen for its dtypes when the kernel is built.
+struct Step {
+  size_t input_size = 0;        // Input: bytes per element in memory
+  ConvertFn convert = nullptr;  // Input: memory to registers (null: read in place); Cast
+  FillFn fill = nullptr;        // Scalar, Constant
+  OpFn op = nullptr;            // every other op
+};
+
+struct OutputStore {
+  size_t size = 0;            // bytes per element in memory
+  ConvertFn store = nullptr;  // registers to memory (null: copied)
+};
+
+Step make_step(const KernelProgram& program, const Instr& instr) {
+  Step step;
+  visit_dtype(instr.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (instr.kind) {
+      case InstrKind::Input:
+        step.input_size = sizeof(T);
+        if constexpr (!std::is_same_v<RegisterOf<T>, T>) step.convert = load<T>;
+        return;
+      case InstrKind::Scalar:
+      case InstrKind::Constant:
+        step.fill = fill<T>;
+        return;
+      case InstrKind::Op:
+        if (instr.op == ir::OpKind::Cast) {
+          step.convert = visit_dtype(program.instrs[instr.args[0]].dtype, [](auto from) {
+            return static_cast<ConvertFn>(convert<T, typename decltype(from)::type>);
+          });
+          return;
+        }
+        step.op = op_function<T>(instr.op);
+        if (step.op == nullptr) {
+          throw Error(std::string("interpreter: op ") + ir::op_info(instr.op).name +
+                      " has no kernel for dtype " + dtype_name(instr.dtype));
+        }
+        return;
+    }
+  });
+  return step;
+}
+
+OutputStore make_output_store(DType dtype) {
+  return visit_dtype(dtype, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    OutputStore out;
+    out.size = sizeof(T);
+    if constexpr (!std::is_same_v<RegisterOf<T>, T>) out.store = store<T>;
+    return out;
+  });
 }
 
 class InterpretedKernel final : public CompiledKernel {
  public:
-  explicit InterpretedKernel(KernelProgram program) : program_(std::move(program)) {}
+  explicit InterpretedKernel(KernelProgram program) : program_(std::move(program)) {
+    for (const Instr& instr : program_.instrs) steps_.push_back(make_step(program_, instr));
+    for (int32_t reg : program_.outputs) {
+      outputs_.push_back(make_output_store(program_.instrs[reg].dtype));
+    }
+  }
 
   void run(const void* const* inputs, void* const* outputs, const double* scalars,
            int64_t n) const override {
     const size_t num_regs = program_.instrs.size();
-    thread_local std::vector<double> storage;  // 8 bytes per element holds either dtype
+    thread_local std::vector<double> storage;  // 8 bytes per element holds any register
     thread_local std::vector<const void*> regs;
     if (storage.size() < num_regs * kTile) storage.resize(num_regs * kTile);
     regs.resize(num_regs);
@@ -81,43 +185,44 @@ class InterpretedKernel final : public CompiledKernel {
       const int64_t count = std::min(kTile, n - begin);
       for (size_t r = 0; r < num_regs; ++r) {
         const Instr& instr = program_.instrs[r];
+        const Step& step = steps_[r];
         void* slot = storage.data() + r * kTile;
-        const bool f32 = instr.dtype == DType::f32;
         switch (instr.kind) {
-          case InstrKind::Input:
-            regs[r] =
-                static_cast<const char*>(inputs[instr.index]) + begin * dtype_size(instr.dtype);
-            continue;
-          case InstrKind::Scalar:
-          case InstrKind::Constant: {
-            double value = instr.kind == InstrKind::Scalar ? scalars[instr.index] : instr.constant;
-            f32 ? fill<float>(slot, value, count) : fill<double>(slot, value, count);
+          case InstrKind::Input: {
+            const char* src =
+                static_cast<const char*>(inputs[instr.index]) + begin * step.input_size;
+            if (step.convert == nullptr) {
+              regs[r] = src;
+              continue;
+            }
+            step.convert(src, slot, count);
             break;
           }
+          case InstrKind::Scalar:
+          case InstrKind::Constant:
+            step.fill(slot, instr.kind == InstrKind::Scalar ? scalars[instr.index] : instr.constant,
+                      count);
+            break;
           case InstrKind::Op:
-            if (instr.op == ir::OpKind::Cast) {
-              DType from = program_.instrs[instr.args[0]].dtype;
-              const void* src = regs[instr.args[0]];
-              if (f32) {
-                from == DType::f32 ? convert<float, float>(src, slot, count)
-                                   : convert<float, double>(src, slot, count);
-              } else {
-                from == DType::f32 ? convert<double, float>(src, slot, count)
-                                   : convert<double, double>(src, slot, count);
-              }
+            if (step.op != nullptr) {
+              step.op(instr, regs.data(), slot, count);
             } else {
-              f32 ? apply_op<float>(instr, regs.data(), slot, count)
-                  : apply_op<double>(instr, regs.data(), slot, count);
+              step.convert(regs[instr.args[0]], slot, count);  // a Cast
             }
             break;
         }
         regs[r] = slot;
       }
       // Stores come after every load of the tile, so an output may alias an input.
-      for (size_t k = 0; k < program_.outputs.size(); ++k) {
-        const size_t size = dtype_size(program_.instrs[program_.outputs[k]].dtype);
-        std::memmove(static_cast<char*>(outputs[k]) + begin * size, regs[program_.outputs[k]],
-                     count * size);
+      for (size_t k = 0; k < outputs_.size(); ++k) {
+        const OutputStore& out = outputs_[k];
+        void* dst = static_cast<char*>(outputs[k]) + begin * out.size;
+        const void* src = regs[program_.outputs[k]];
+        if (out.store != nullptr) {
+          out.store(src, dst, count);
+        } else {
+          std::memmove(dst, src, count * out.size);
+        }
       }
     }
   }
@@ -126,6 +231,8 @@ class InterpretedKernel final : public CompiledKernel {
 
  private:
   KernelProgram program_;
+  std::vector<Step> steps_;           // one per instruction
+  std::vector<OutputStore> outputs_;  // one per output
 };
 
 }  // namespace

@@ -52,6 +52,85 @@ inline T lt_minimum(T a, T b) {
   return (a != a || b != b) ? a + b : (a < b ? a : b);
 }
 
+// Conversions between dtypes, in registers. Every dtype is computed in its storage type but
+// bf16, which is stored as the upper 16 bits of an f32 and computed in f32 registers that
+// always hold bf16 values: each op's result is rounded (to nearest, ties to even), as
+// PyTorch rounds every bf16 op's result. An lt_cast_<dtype> converts any register type.
+inline float lt_bf16_load(unsigned short bits) {
+  const unsigned int widened = static_cast<unsigned int>(bits) << 16;
+  float x;
+  __builtin_memcpy(&x, &widened, 4);
+  return x;
+}
+// Rounds to nearest, ties to even. A NaN stays a NaN of the same sign: its upper bits with
+// the quiet bit set, since rounding could carry a NaN's payload into infinity.
+inline unsigned short lt_bf16_store(float x) {
+  unsigned int bits;
+  __builtin_memcpy(&bits, &x, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<unsigned short>(bits >> 16);
+}
+inline float lt_cast_bf16(float x) {
+  return lt_bf16_load(lt_bf16_store(x));
+}
+// Rounding a double to f32 and then to bf16 would round twice (a value just above a bf16
+// midpoint can land on it). Rounding to odd on the way to f32 keeps the second rounding
+// exact: the truncated f32 with its last bit set whenever anything was cut off.
+inline float lt_cast_bf16(double x) {
+  float narrow = static_cast<float>(x);
+  if (static_cast<double>(narrow) != x && x == x) {
+    unsigned int bits;
+    __builtin_memcpy(&bits, &narrow, 4);
+    if (__builtin_fabs(static_cast<double>(narrow)) > __builtin_fabs(x)) --bits;  // toward zero
+    bits |= 1u;
+    __builtin_memcpy(&narrow, &bits, 4);
+  }
+  return lt_cast_bf16(narrow);
+}
+inline float lt_cast_bf16(bool x) {
+  return x ? 1.0f : 0.0f;
+}
+// An integer's magnitude cut to its top 24 bits, with the lowest set if anything was cut off,
+// is an f32 that rounds to bf16 as the integer itself would: one rounding, for every value.
+template <class I>
+inline float lt_cast_bf16(I x) {
+  unsigned long long magnitude =
+      x < 0 ? 0ull - static_cast<unsigned long long>(x) : static_cast<unsigned long long>(x);
+  float scale = 1.0f;
+  if (magnitude >= (1ull << 24)) {
+    const int cut = 40 - __builtin_clzll(magnitude);  // bits below the top 24
+    const bool inexact = (magnitude & ((1ull << cut) - 1)) != 0;
+    magnitude = (magnitude >> cut) | static_cast<unsigned long long>(inexact);
+    scale = static_cast<float>(1ull << cut);
+  }
+  const float kept = static_cast<float>(magnitude) * scale;
+  return lt_cast_bf16(x < 0 ? -kept : kept);
+}
+// Floating to integer truncates toward zero, as PyTorch does. NaN and values out of the
+// integer's range, which C++ leaves undefined, give its minimum, as x86's conversion
+// instructions (and so PyTorch on x86) do. Integers wrap, bool gives 0 or 1.
+template <class T>
+inline int lt_cast_i32(T x) {
+  return static_cast<int>(x);
+}
+inline int lt_cast_i32(float x) {
+  return x >= -0x1p31f && x < 0x1p31f ? static_cast<int>(x) : -2147483647 - 1;
+}
+inline int lt_cast_i32(double x) {
+  return x >= -0x1p31 && x < 0x1p31 ? static_cast<int>(x) : -2147483647 - 1;
+}
+template <class T>
+inline long long lt_cast_i64(T x) {
+  return static_cast<long long>(x);
+}
+inline long long lt_cast_i64(float x) {
+  return x >= -0x1p63f && x < 0x1p63f ? static_cast<long long>(x) : -9223372036854775807LL - 1;
+}
+inline long long lt_cast_i64(double x) {
+  return x >= -0x1p63 && x < 0x1p63 ? static_cast<long long>(x) : -9223372036854775807LL - 1;
+}
+
 #define LT_UNARY(Name, name, expr, ref) \
   struct Name##Fn {                     \
     template <class T>                  \

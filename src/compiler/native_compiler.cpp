@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,7 +16,6 @@
 #include "compiler/compiled_kernel.h"
 #include "lazytensor/error.h"
 #include "metrics/metrics_registry.h"
-#include "runtime/config.h"
 
 namespace lt::compiler {
 
@@ -82,7 +82,7 @@ std::string read_file(const fs::path& path) {
 }  // namespace
 
 std::vector<std::shared_ptr<CompiledKernel>> compile_native(
-    const std::vector<const KernelProgram*>& programs) {
+    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options) {
   std::vector<std::string> symbols;
   for (const KernelProgram* program : programs) {
     char name[40];
@@ -96,7 +96,7 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
   std::snprintf(stem, sizeof stem, "lt_%016llx",
                 static_cast<unsigned long long>(hash_string(command + "\n" + source)));
 
-  const fs::path dir = runtime::config().kernel_cache_dir();
+  const fs::path dir = options.cache_dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path so_path = dir / (std::string(stem) + ".so");
@@ -105,7 +105,9 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     fs::last_write_time(so_path, fs::file_time_type::clock::now(), ec);  // recently used
   } else {
     // Unique temporaries, renamed into place, so concurrent processes never see half a file.
-    const std::string unique = std::to_string(getpid()) + "." + std::to_string(std::rand());
+    static std::atomic<uint64_t> compiles{0};  // several compiles run at once
+    const std::string unique =
+        std::to_string(getpid()) + "." + std::to_string(compiles.fetch_add(1));
     const fs::path src_path = dir / (std::string(stem) + "." + unique + ".cpp");
     const fs::path tmp_path = dir / (std::string(stem) + "." + unique + ".tmp");
     const fs::path log_path = dir / (std::string(stem) + "." + unique + ".log");
@@ -136,7 +138,7 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     throw Error(std::string("kernel compiler: cannot load ") + so_path.string() + ": " + dlerror());
   }
   // Trimmed only once loaded: the new file may go, its code stays mapped.
-  trim_disk_cache(dir, runtime::config().kernel_cache_bytes);
+  trim_disk_cache(dir, options.cache_bytes);
   std::vector<std::shared_ptr<CompiledKernel>> kernels;
   for (const std::string& symbol : symbols) {
     auto fn = reinterpret_cast<NativeKernel::Fn>(dlsym(object->handle, symbol.c_str()));

@@ -1,35 +1,75 @@
 #include "ir/node.h"
 
+#include <algorithm>
+#include <atomic>
+#include <bit>
+
 #include "metrics/metrics_registry.h"
 
 namespace lt::ir {
 
+namespace {
+
+std::atomic<int64_t> g_live_nodes{0};
+
+// While a node release is being drained on this thread, where nested releases put the
+// operands they would otherwise release recursively. A plain pointer: it must stay usable
+// while thread-local and static objects are destroyed at exit.
+thread_local InlineVector<NodePtr, 16>* t_release_queue = nullptr;
+
+}  // namespace
+
+Node::Node(OpKind op_kind, DType type, const Shape& result_shape)
+    : op(op_kind), dtype(type), shape(result_shape) {
+  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+Node::~Node() {
+  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  if (t_release_queue) {
+    while (!operands.empty()) t_release_queue->push_back(operands.pop_back());
+    return;
+  }
+  // Releasing the operands recurses at most `depth` frames: few enough to let it happen.
+  constexpr uint32_t kMaxRecursion = 256;
+  if (depth <= kMaxRecursion) return;
+  InlineVector<NodePtr, 16> queue;
+  t_release_queue = &queue;
+  while (!operands.empty()) queue.push_back(operands.pop_back());
+  while (!queue.empty()) queue.pop_back();  // a dying node appends its operands to the queue
+  t_release_queue = nullptr;
+}
+
 NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
-                  std::initializer_list<NodePtr> operands) {
+                  std::initializer_list<NodePtr> operands, std::initializer_list<int64_t> attrs) {
   static metrics::Counter& traced = metrics::counter("TracedOps");
   if (op != OpKind::DeviceData) traced.add();
-  auto node = std::make_shared<Node>();
-  node->op = op;
-  node->dtype = dtype;
-  node->shape = shape;
-  for (const NodePtr& operand : operands) node->operands[node->num_operands++] = operand;
+  auto node = std::make_shared<Node>(op, dtype, shape);
+  uint32_t depth = 0;
+  for (const NodePtr& operand : operands) {
+    depth = std::max(depth, operand->depth + 1);
+    node->operands.push_back(operand);
+  }
+  node->depth = depth;
+  for (int64_t attr : attrs) node->attrs.push_back(attr);
   return node;
 }
 
 NodePtr make_scalar_node(OpKind op, DType dtype, double value) {
-  auto node = std::make_shared<Node>();
-  node->op = op;
-  node->dtype = dtype;
+  auto node = std::make_shared<Node>(op, dtype, Shape());
   node->value = value;
+  // A constant is baked into the program, so its value is part of the graph's structure.
+  if (op == OpKind::Constant) node->attrs.push_back(std::bit_cast<int64_t>(value));
   return node;
 }
 
 NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, bool keepdim,
                        const Shape& shape) {
-  auto node = make_node(op, operand->dtype, shape, {operand});
-  node->reduce_mask = reduce_mask;
-  node->keepdim = keepdim;
-  return node;
+  return make_node(op, operand->dtype, shape, {operand}, {reduce_mask, keepdim ? 1 : 0});
+}
+
+int64_t live_nodes() {
+  return g_live_nodes.load(std::memory_order_relaxed);
 }
 
 }  // namespace lt::ir

@@ -1,8 +1,9 @@
 #pragma once
-#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
+#include "ir/inline_vector.h"
 #include "ir/ops.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/shape.h"
@@ -16,30 +17,43 @@ namespace lt::ir {
 struct Node;
 using NodePtr = std::shared_ptr<Node>;
 
-// An immutable IR node. Its shape and dtype are inferred when it is traced. Operands are
-// broadcast to the node's shape (elementwise ops) or reduced (reductions).
+// An immutable IR node: op, operands, result shape and dtype, and structural attributes.
+// Every op fits this one record. Operands are broadcast to the node's shape (elementwise ops)
+// or reduced (reductions); what an attribute means is the op's business (a reduction's dims,
+// a constant's bits, later a permutation or a seed), and all of them are part of the graph's
+// structure. A Scalar's value is not: it travels as a kernel argument.
 struct Node {
+  Node(OpKind op, DType dtype, const Shape& shape);
+  // Releases the operand chain with a loop, not recursion: a chain of a million traced ops
+  // must not overflow the stack when its last tensor dies.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
   OpKind op;
   DType dtype;
   Shape shape;
-  uint8_t num_operands = 0;
-  bool keepdim = false;      // reductions
-  uint32_t reduce_mask = 0;  // reductions: bit d set = operand dim d is reduced
-  double value = 0;          // Scalar and Constant
-  std::array<NodePtr, 3> operands;
+  InlineVector<NodePtr, 3> operands;
+  InlineVector<int64_t, 2> attrs;
+  double value = 0;                           // Scalar and Constant
   std::shared_ptr<runtime::DeviceData> data;  // DeviceData
+  uint32_t depth = 0;                         // ops on the longest path down to a leaf
 
-  // Traversal scratch, owned by the graph executor (host thread only).
-  uint64_t visit_epoch = 0;
-  uint32_t visit_index = 0;
-
+  int num_operands() const { return static_cast<int>(operands.size()); }
   const Node& operand(int i) const { return *operands[i]; }
+  // Reductions: bit d of the mask set = operand dim d is reduced.
+  uint32_t reduce_mask() const { return static_cast<uint32_t>(attrs[0]); }
+  bool keepdim() const { return attrs[1] != 0; }
 };
 
 NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
-                  std::initializer_list<NodePtr> operands);
+                  std::initializer_list<NodePtr> operands,
+                  std::initializer_list<int64_t> attrs = {});
 NodePtr make_scalar_node(OpKind op, DType dtype, double value);  // Scalar or Constant
 NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, bool keepdim,
                        const Shape& shape);
+
+// IR nodes alive in the process, over all threads (a graph nobody cuts grows this).
+int64_t live_nodes();
 
 }  // namespace lt::ir

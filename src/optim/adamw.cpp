@@ -10,6 +10,27 @@ AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor)
     : groups_(std::move(groups)), flavor_(flavor) {
   check_groups("AdamW", groups_);
   for (const auto& group : groups_) state_.emplace_back(group.params.size());
+  create_state();
+}
+
+void AdamW::create_state() {
+  std::vector<Tensor> created;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const AdamWOptions& o = groups_[g].options;
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Tensor& p = groups_[g].params[i];
+      State& s = state_[g][i];
+      auto create = [&](Tensor& t) {
+        if (t.defined()) return;
+        t = zeros(p.shape(), p.dtype());
+        created.push_back(t);
+      };
+      create(s.exp_avg);
+      create(s.exp_avg_sq);
+      if (o.amsgrad && flavor_ == Flavor::torch) create(s.max_exp_avg_sq);
+    }
+  }
+  materialize(created);
 }
 
 void AdamW::set_lr(double lr) {
@@ -17,6 +38,7 @@ void AdamW::set_lr(double lr) {
 }
 
 void AdamW::step() {
+  create_state();
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& group = groups_[g];
     const AdamWOptions& o = group.options;
@@ -24,11 +46,6 @@ void AdamW::step() {
       Tensor& p = group.params[i];
       const Tensor& grad = group.grads[i];
       State& s = state_[g][i];
-      if (s.step == 0) {
-        s.exp_avg = zeros(p.shape(), p.dtype());
-        s.exp_avg_sq = zeros(p.shape(), p.dtype());
-        if (o.amsgrad && flavor_ == Flavor::torch) s.max_exp_avg_sq = zeros(p.shape(), p.dtype());
-      }
       ++s.step;
       const double t = static_cast<double>(s.step);
       if (flavor_ == Flavor::huggingface) {

@@ -1,9 +1,12 @@
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lazytensor/error.h"
 #include "lazytensor/optim.h"
+#include "runtime/graph_executor.h"
+#include "runtime/tensor_impl.h"
 
 namespace lt::optim {
 
@@ -29,6 +32,20 @@ inline void check_groups(const char* op, const std::vector<ParamGroup<Options>>&
       }
     }
   }
+}
+
+// Computes `tensors` now, in one graph of their own, so that each is device data. Optimizer
+// state made so before the first step is a device-data leaf of the first step's graph, as of
+// every later step's: the step's graph is the same from the first step on. Waits until the
+// device has run that graph (without taking any failure report), so that constructing an
+// optimizer leaves no work in flight for whatever the caller measures next.
+inline void materialize(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) return;
+  std::vector<std::shared_ptr<TensorImpl>> impls;
+  impls.reserve(tensors.size());
+  for (const Tensor& t : tensors) impls.push_back(t.impl());
+  runtime::sync_tensors(impls);
+  record_event().wait();
 }
 
 }  // namespace lt::optim

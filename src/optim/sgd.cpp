@@ -5,7 +5,17 @@ namespace lt::optim {
 
 SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : groups_(std::move(groups)) {
   check_groups("SGD", groups_);
-  for (const auto& group : groups_) state_.emplace_back(group.params.size());
+  std::vector<Tensor> buffers;
+  for (const auto& group : groups_) {
+    auto& states = state_.emplace_back(group.params.size());
+    if (group.options.momentum == 0) continue;
+    for (size_t i = 0; i < states.size(); ++i) {
+      const Tensor& p = group.params[i];
+      states[i].momentum_buffer = zeros(p.shape(), p.dtype());
+      buffers.push_back(states[i].momentum_buffer);
+    }
+  }
+  materialize(buffers);
 }
 
 void SGD::set_lr(double lr) {
@@ -18,16 +28,16 @@ void SGD::step() {
     const SGDOptions& o = group.options;
     for (size_t i = 0; i < group.params.size(); ++i) {
       Tensor& p = group.params[i];
+      State& s = state_[g][i];
+      const bool first = s.step++ == 0;
       Tensor d_p = group.grads[i];
       if (o.weight_decay != 0) d_p = d_p.add(p, o.weight_decay);
       if (o.momentum != 0) {
-        Tensor& buf = state_[g][i].momentum_buffer;
-        if (!buf.defined()) {
-          buf = d_p.clone();
-        } else {
-          buf.mul_(o.momentum).add_(d_p, 1.0 - o.dampening);
-        }
-        d_p = o.nesterov ? d_p.add(buf, o.momentum) : buf;
+        // torch: buf = d_p on the first step, then buf = momentum * buf + (1 - dampening) * d_p.
+        // The buffer starts as zeros, so the first step is the same update with factors 0 and
+        // 1 (exactly d_p): scalars, so the first step's graph is every later step's.
+        s.momentum_buffer.mul_(first ? 0.0 : o.momentum).add_(d_p, first ? 1.0 : 1.0 - o.dampening);
+        d_p = o.nesterov ? d_p.add(s.momentum_buffer, o.momentum) : s.momentum_buffer;
       }
       p.add_(d_p, -o.lr);
     }

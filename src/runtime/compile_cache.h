@@ -6,16 +6,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "runtime/graph_signature.h"
 
 namespace lt::runtime {
-
-// A graph's structure, flattened: one record per node in topological order (op, dtype,
-// shape, operand positions, attributes; never scalar argument values or buffer identities),
-// then the outputs. Two graphs with equal signatures compile to the same executable.
-struct GraphSignature {
-  std::vector<uint64_t> words;
-  uint64_t hash = 0;
-};
 
 // A bounded LRU map from graph signature to executable. A hit requires the whole signature
 // to be equal, never the hash alone.
@@ -24,6 +17,10 @@ class CompileCache {
   std::shared_ptr<backend::Executable> find(const GraphSignature& signature);
   void insert(const GraphSignature& signature, std::shared_ptr<backend::Executable> executable);
   size_t size() const { return lru_.size(); }
+  void clear() {
+    by_hash_.clear();
+    lru_.clear();
+  }
   // The cached signature closest to `signature` (longest common prefix), or nullptr.
   const GraphSignature* nearest(const GraphSignature& signature) const;
 

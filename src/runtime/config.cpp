@@ -51,6 +51,10 @@ Config& config() {
     c->debug = env_flag("LT_DEBUG", false);
     c->device_memory_limit = env_size("LT_DEVICE_MEMORY_LIMIT", 0);
     c->num_threads = static_cast<int>(env_size("LT_NUM_THREADS", 0));
+    c->tiered_compilation = env_flag("LT_TIERED_COMPILE", true);
+    c->max_kernel_ops = env_size("LT_MAX_KERNEL_OPS", 512);
+    c->graph_warn_nodes = env_size("LT_GRAPH_WARN_NODES", 1'000'000);
+    c->auto_cut_nodes = env_size("LT_AUTO_CUT_NODES", 4'000'000);
     if (const char* compiler = env("LT_COMPILER")) c->set_kernel_compiler(compiler);
     const char* dir = env("LT_KERNEL_CACHE_DIR");
     c->kernel_cache_dir_ = dir ? dir : default_cache_dir();

@@ -19,6 +19,10 @@ struct Config {
   std::atomic<bool> debug{false};
   std::atomic<size_t> device_memory_limit{0};  // bytes; 0: all of the machine's memory
   std::atomic<int> num_threads{0};             // 0: one per core
+  std::atomic<bool> tiered_compilation{true};  // native code compiles in the background
+  std::atomic<size_t> max_kernel_ops{512};     // a fused kernel's longest program
+  std::atomic<size_t> graph_warn_nodes{1'000'000};
+  std::atomic<size_t> auto_cut_nodes{4'000'000};  // 0: never cut automatically
 
   std::string kernel_compiler() const;
   void set_kernel_compiler(const std::string& name);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "ir/dtype_traits.h"
 #include "metrics/metrics_registry.h"
 #include "runtime/config.h"
 
@@ -22,17 +23,16 @@ struct KeyHash {
   size_t operator()(const Key& k) const { return k.bits * 31 + static_cast<size_t>(k.dtype); }
 };
 
-// The value as stored on the device: f32 scalars are keyed by their f32 bits.
+// The value as stored on the device, in its dtype's layout (as a kernel converts it), keyed by
+// those bytes.
 Key key_of(double value, DType dtype, unsigned char* bytes) {
   Key key{dtype, 0};
-  if (dtype == DType::f32) {
-    float f = static_cast<float>(value);
-    std::memcpy(bytes, &f, 4);
-    std::memcpy(&key.bits, &f, 4);
-  } else {
-    std::memcpy(bytes, &value, 8);
-    std::memcpy(&key.bits, &value, 8);
-  }
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T element = convert_element<T>(value);
+    std::memcpy(bytes, &element, sizeof element);
+    std::memcpy(&key.bits, &element, sizeof element);
+  });
   return key;
 }
 

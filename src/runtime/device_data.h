@@ -1,6 +1,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "backend/buffer.h"
 #include "ir/node.h"
@@ -18,6 +19,7 @@ struct DeviceData {
   // Tensors (and caches) that hold this value. A graph may write an output into the buffer
   // only when nobody holds it: otherwise someone would see it change.
   std::atomic<int> holders{0};
+  std::mutex leaf_mu;            // ops on several threads may read one value at once
   std::weak_ptr<ir::Node> leaf;  // the IR leaf for this value, shared by every use
 };
 

@@ -8,15 +8,18 @@
 
 namespace lt::runtime {
 
-// Turns the pending values of `tensors` into one graph, finds or compiles its executable and
-// launches it, rebinding each tensor to its (future) device data. Returns without waiting.
-// Donation (writing an output into an input's buffer) is allowed only when every pending
-// tensor is in the graph, since a pending tensor left out might still read that buffer.
-void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool allow_donation);
+// mark_step: turns the pending values of every live tensor into one graph, finds or compiles
+// its executable and launches it, rebinding each tensor to its (future) device data. Returns
+// without waiting. Outputs may take the buffers of inputs nothing else holds (donation).
+void sync_pending();
+// The same for some tensors only, before reading them. No donation: a pending tensor left
+// out of the graph might still read an input's buffer.
+void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors);
 
 lt::StepStats last_step_stats();
 std::string last_recompile_reason();
 std::vector<int64_t> compiles_per_step();
 size_t compile_cache_entries();
+void clear_compile_cache();
 
 }  // namespace lt::runtime

@@ -1,6 +1,7 @@
 // The public functions of lazytensor/runtime.h.
 #include "backend/backend.h"
 #include "compiler/compiled_kernel.h"
+#include "ir/node.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
@@ -9,7 +10,7 @@
 namespace lt {
 
 void mark_step() {
-  runtime::sync_tensors(runtime::pending_tensors(), /*allow_donation=*/true);
+  runtime::sync_pending();
 }
 
 void wait_device_ops() {
@@ -93,6 +94,28 @@ void set_kernel_compiler(const std::string& name) {
 std::string kernel_compiler() {
   return runtime::config().kernel_compiler();
 }
+void set_tiered_compilation(bool enabled) {
+  runtime::config().tiered_compilation = enabled;
+}
+bool tiered_compilation() {
+  return runtime::config().tiered_compilation;
+}
+void wait_kernel_compiles() {
+  compiler::wait_background_compiles();
+}
+void set_max_kernel_ops(size_t ops) {
+  if (ops == 0) throw Error("set_max_kernel_ops: a kernel needs at least one op");
+  runtime::config().max_kernel_ops = ops;
+}
+void set_graph_warn_nodes(size_t nodes) {
+  runtime::config().graph_warn_nodes = nodes;
+}
+void set_auto_cut_nodes(size_t nodes) {
+  runtime::config().auto_cut_nodes = nodes;
+}
+int64_t live_ir_nodes() {
+  return ir::live_nodes();
+}
 void set_kernel_cache_dir(const std::string& path) {
   runtime::config().set_kernel_cache_dir(path);
 }
@@ -123,6 +146,11 @@ StepStats last_step_stats() {
 }
 size_t compile_cache_entries() {
   return runtime::compile_cache_entries();
+}
+void clear_compile_caches() {
+  compiler::wait_background_compiles();
+  runtime::clear_compile_cache();
+  compiler::clear_kernel_cache();
 }
 size_t kernel_cache_entries() {
   return compiler::kernel_cache_size();

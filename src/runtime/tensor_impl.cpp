@@ -71,6 +71,7 @@ ir::NodePtr TensorImpl::value() const {
 namespace runtime {
 
 ir::NodePtr leaf_node(const DeviceDataPtr& data) {
+  std::lock_guard<std::mutex> lock(data->leaf_mu);
   if (ir::NodePtr leaf = data->leaf.lock()) return leaf;
   auto leaf = ir::make_node(ir::OpKind::DeviceData, data->dtype, data->shape, {});
   leaf->data = data;

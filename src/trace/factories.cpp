@@ -1,30 +1,36 @@
 // Tensor factories: uploads (asynchronous) and fills (traced like any op).
 #include <cmath>
+#include <memory>
 #include <numbers>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/tensor.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_lock.h"
 #include "trace/trace.h"
 
 namespace lt {
 
 namespace {
 
-template <class T>
-Tensor upload(const char* op, const T* values, size_t count, const Shape& shape, DType dtype) {
-  trace::check_shape(op, shape);
-  if (static_cast<int64_t>(count) != shape.numel()) {
-    throw Error(std::string(op) + ": shape " + shape.str() + " has " +
-                std::to_string(shape.numel()) + " elements but " + std::to_string(count) +
-                " values were given");
-  }
+// Uploads shape.numel() elements of `dtype` from `values`.
+Tensor upload(const void* values, const Shape& shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   backend::Backend& device = backend::default_backend();
-  auto buffer = device.allocate(count * sizeof(T));
-  device.transfer_to_device(buffer, values, count * sizeof(T), /*synchronous=*/false);
+  auto buffer = device.allocate(bytes);
+  if (dtype == DType::boolean) {
+    // Kernels read bools as C++ bools, which must be 0 or 1: other bytes mean true.
+    std::unique_ptr<unsigned char[]> normalized(new unsigned char[bytes]);
+    const auto* in = static_cast<const unsigned char*>(values);
+    for (size_t i = 0; i < bytes; ++i) normalized[i] = in[i] != 0;
+    device.transfer_to_device(buffer, normalized.get(), bytes, /*synchronous=*/false);
+  } else {
+    device.transfer_to_device(buffer, values, bytes, /*synchronous=*/false);
+  }
   auto impl = std::make_shared<TensorImpl>(shape, dtype);
   impl->set_data(std::make_shared<runtime::DeviceData>(shape, dtype, std::move(buffer)));
   return Tensor(std::move(impl));
@@ -42,6 +48,10 @@ double uniform(uint64_t seed, uint64_t i) {
 
 Tensor random(const char* op, const Shape& shape, uint64_t seed, DType dtype, bool normal) {
   trace::check_dtype(op, dtype);
+  if (!dtype_is_floating(dtype)) {
+    throw Error(std::string(op) + ": random values need a floating dtype, not " +
+                dtype_name(dtype));
+  }
   trace::check_shape(op, shape);
   const int64_t n = shape.numel();
   std::vector<double> values(n);
@@ -53,12 +63,16 @@ Tensor random(const char* op, const Shape& shape, uint64_t seed, DType dtype, bo
       values[i] = uniform(seed, i);
     }
   }
-  if (dtype == DType::f64) return upload(op, values.data(), n, shape, dtype);
-  std::vector<float> narrow(values.begin(), values.end());
-  return upload(op, narrow.data(), n, shape, dtype);
+  return visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::unique_ptr<T[]> elements(new T[n]);
+    for (int64_t i = 0; i < n; ++i) elements[i] = convert_element<T>(values[i]);
+    return upload(elements.get(), shape, dtype);
+  });
 }
 
 Tensor filled(const char* op, const Shape& shape, double value, DType dtype) {
+  const runtime::TraceScope scope;
   trace::check_dtype(op, dtype);
   trace::check_shape(op, shape);
   return trace::make_tensor(trace::expand(op, trace::scalar(value, dtype), shape));
@@ -66,12 +80,46 @@ Tensor filled(const char* op, const Shape& shape, double value, DType dtype) {
 
 }  // namespace
 
-Tensor from_vector(const std::vector<float>& values, const Shape& shape) {
-  return upload("from_vector", values.data(), values.size(), shape, DType::f32);
+namespace detail {
+
+Tensor from_values(const char* op, const void* values, size_t count, const Shape& shape,
+                   DType dtype) {
+  trace::check_dtype(op, dtype);
+  trace::check_shape(op, shape);
+  if (static_cast<int64_t>(count) != shape.numel()) {
+    throw Error(std::string(op) + ": shape " + shape.str() + " has " +
+                std::to_string(shape.numel()) + " elements but " + std::to_string(count) +
+                " values were given");
+  }
+  return upload(values, shape, dtype);
 }
 
+}  // namespace detail
+
+Tensor from_vector(const std::vector<float>& values, const Shape& shape) {
+  return detail::from_values("from_vector", values.data(), values.size(), shape, dtype_of<float>());
+}
 Tensor from_vector(const std::vector<double>& values, const Shape& shape) {
-  return upload("from_vector", values.data(), values.size(), shape, DType::f64);
+  return detail::from_values("from_vector", values.data(), values.size(), shape,
+                             dtype_of<double>());
+}
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape) {
+  return detail::from_values("from_vector", values.data(), values.size(), shape,
+                             dtype_of<int64_t>());
+}
+Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape) {
+  return detail::from_values("from_vector", values.data(), values.size(), shape,
+                             dtype_of<int32_t>());
+}
+
+Tensor from_host(const void* data, const Shape& shape, DType dtype) {
+  trace::check_dtype("from_host", dtype);
+  trace::check_shape("from_host", shape);
+  if (data == nullptr && shape.numel() > 0) {
+    throw Error("from_host: data is null for shape " + shape.str() + " (" +
+                std::to_string(shape.numel()) + " elements of " + dtype_name(dtype) + ")");
+  }
+  return upload(data, shape, dtype);
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {

@@ -5,9 +5,11 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "runtime/graph_executor.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_lock.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -96,6 +98,7 @@ uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>&
 
 Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool keepdim) {
   ir::NodePtr v = value_of(t, op);
+  trace::check_arithmetic(op, v->dtype);
   std::vector<int64_t> dims;
   int64_t reduced = 1;
   for (int d = 0; d < v->shape.rank(); ++d) {
@@ -129,29 +132,31 @@ bool Tensor::is_pending() const {
   return impl_ && impl_->ir != nullptr;
 }
 
+void Tensor::to_host(void* dst) const {
+  checked(*this, "to_host");
+  runtime::sync_tensors({impl_});
+  const runtime::DeviceDataPtr data = impl_->data;
+  backend::default_backend().transfer_from_device(
+      data->buffer, dst, static_cast<size_t>(data->shape.numel()) * dtype_size(data->dtype));
+}
+
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   checked(*this, "to_vector");
-  if (impl_->ir) runtime::sync_tensors({impl_}, /*allow_donation=*/false);
-  const runtime::DeviceDataPtr data = impl_->data;
-  const int64_t n = data->shape.numel();
-  std::vector<T> out(n);
-  auto read = [&](auto* host) {
-    backend::default_backend().transfer_from_device(data->buffer, host, n * sizeof(*host));
-  };
-  if (data->dtype == DType::f32) {
-    std::vector<float> host(n);
-    read(host.data());
-    std::copy(host.begin(), host.end(), out.begin());
-  } else {
-    std::vector<double> host(n);
-    read(host.data());
-    std::copy(host.begin(), host.end(), out.begin());
-  }
-  return out;
+  return visit_dtype(dtype(), [&](auto tag) {
+    using Stored = typename decltype(tag)::type;
+    const int64_t n = numel();
+    std::unique_ptr<Stored[]> host(new Stored[n]);
+    to_host(host.get());
+    std::vector<T> out(n);
+    for (int64_t i = 0; i < n; ++i) out[i] = convert_element<T>(host[i]);
+    return out;
+  });
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 double Tensor::item() const {
   if (checked(*this, "item").numel() != 1) {
@@ -162,97 +167,128 @@ double Tensor::item() const {
 }
 
 Tensor Tensor::add(const Tensor& other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(binary(*this, other, OpKind::Add, "add"));
 }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
 }
 Tensor Tensor::add(double other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add"));
 }
 Tensor Tensor::sub(const Tensor& other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(binary(*this, other, OpKind::Sub, "sub"));
 }
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
 }
 Tensor Tensor::sub(double other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub"));
 }
 Tensor Tensor::mul(const Tensor& other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(binary(*this, other, OpKind::Mul, "mul"));
 }
 Tensor Tensor::mul(double other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul"));
 }
 Tensor Tensor::div(const Tensor& other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(binary(*this, other, OpKind::Div, "div"));
 }
 Tensor Tensor::div(double other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div"));
 }
 Tensor Tensor::pow(double exponent) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow"));
 }
 Tensor Tensor::maximum(const Tensor& other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum"));
 }
 Tensor Tensor::minimum(const Tensor& other) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum"));
 }
 Tensor Tensor::clamp(double min, double max) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(clamp_node(*this, min, max, "clamp"));
 }
 Tensor Tensor::clamp_min(double min) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min"));
 }
 Tensor Tensor::clamp_max(double max) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max"));
 }
 Tensor Tensor::lerp(const Tensor& end, double weight) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
 }
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
 }
 Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double value) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul"));
 }
 Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value) const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv"));
 }
 Tensor Tensor::neg() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Neg, "neg"));
 }
 Tensor Tensor::abs() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Abs, "abs"));
 }
 Tensor Tensor::sqrt() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Sqrt, "sqrt"));
 }
 Tensor Tensor::rsqrt() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Rsqrt, "rsqrt"));
 }
 Tensor Tensor::exp() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Exp, "exp"));
 }
 Tensor Tensor::log() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Log, "log"));
 }
 Tensor Tensor::tanh() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Tanh, "tanh"));
 }
 Tensor Tensor::sigmoid() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Sigmoid, "sigmoid"));
 }
 Tensor Tensor::relu() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Relu, "relu"));
 }
 Tensor Tensor::clone() const {
+  const runtime::TraceScope scope;
   return trace::make_tensor(unary(*this, OpKind::Identity, "clone"));
 }
 
 Tensor Tensor::to(DType dtype) const {
+  const runtime::TraceScope scope;
   trace::check_dtype("to", dtype);
   ir::NodePtr v = value_of(*this, "to");
   if (v->dtype == dtype) return *this;  // as torch: the same tensor
@@ -260,196 +296,255 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor& Tensor::add_(const Tensor& other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_");
 }
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, scaled(*this, other, alpha, OpKind::Add, "add_"), "add_");
 }
 Tensor& Tensor::add_(double other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_");
 }
 Tensor& Tensor::sub_(const Tensor& other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_");
 }
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, scaled(*this, other, alpha, OpKind::Sub, "sub_"), "sub_");
 }
 Tensor& Tensor::sub_(double other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_");
 }
 Tensor& Tensor::mul_(const Tensor& other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_");
 }
 Tensor& Tensor::mul_(double other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_");
 }
 Tensor& Tensor::div_(const Tensor& other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_");
 }
 Tensor& Tensor::div_(double other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_");
 }
 Tensor& Tensor::pow_(double exponent) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, exponent, OpKind::Pow, "pow_"), "pow_");
 }
 Tensor& Tensor::clamp_(double min, double max) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_");
 }
 Tensor& Tensor::clamp_min_(double min) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, min, OpKind::Maximum, "clamp_min_"), "clamp_min_");
 }
 Tensor& Tensor::clamp_max_(double max) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, with_scalar(*this, max, OpKind::Minimum, "clamp_max_"), "clamp_max_");
 }
 Tensor& Tensor::lerp_(const Tensor& end, double weight) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
 }
 Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
 }
 Tensor& Tensor::addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul_"),
                        "addcmul_");
 }
 Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"),
                        "addcdiv_");
 }
 Tensor& Tensor::neg_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_");
 }
 Tensor& Tensor::abs_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_");
 }
 Tensor& Tensor::sqrt_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_");
 }
 Tensor& Tensor::rsqrt_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_");
 }
 Tensor& Tensor::exp_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_");
 }
 Tensor& Tensor::log_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_");
 }
 Tensor& Tensor::tanh_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_");
 }
 Tensor& Tensor::sigmoid_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_");
 }
 Tensor& Tensor::relu_() {
+  const runtime::TraceScope scope;
   return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_");
 }
 Tensor& Tensor::maximum_(const Tensor& other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, binary(*this, other, OpKind::Maximum, "maximum_"), "maximum_");
 }
 Tensor& Tensor::minimum_(const Tensor& other) {
+  const runtime::TraceScope scope;
   return trace::assign(*this, binary(*this, other, OpKind::Minimum, "minimum_"), "minimum_");
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  const runtime::TraceScope scope;
   ir::NodePtr self = value_of(*this, "copy_");
   ir::NodePtr v = trace::cast(value_of(src, "copy_"), self->dtype);
   if (v->shape != self->shape) v = trace::expand("copy_", v, self->shape);
   return trace::assign(*this, v, "copy_");
 }
 Tensor& Tensor::zero_() {
+  const runtime::TraceScope scope;
   return fill_(0.0);
 }
 Tensor& Tensor::fill_(double value) {
+  const runtime::TraceScope scope;
   ir::NodePtr self = value_of(*this, "fill_");
   return trace::assign(*this, trace::expand("fill_", scalar(value, self->dtype), self->shape),
                        "fill_");
 }
 
 Tensor Tensor::sum() const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Sum, "sum", all_dims(checked(*this, "sum")), false);
 }
 Tensor Tensor::sum(const std::vector<int>& dims, bool keepdim) const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Sum, "sum", reduce_mask("sum", checked(*this, "sum").shape(), dims),
                 keepdim);
 }
 Tensor Tensor::mean() const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Mean, "mean", all_dims(checked(*this, "mean")), false);
 }
 Tensor Tensor::mean(const std::vector<int>& dims, bool keepdim) const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Mean, "mean",
                 reduce_mask("mean", checked(*this, "mean").shape(), dims), keepdim);
 }
 Tensor Tensor::max() const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Max, "max", all_dims(checked(*this, "max")), false);
 }
 Tensor Tensor::max(const std::vector<int>& dims, bool keepdim) const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Max, "max", reduce_mask("max", checked(*this, "max").shape(), dims),
                 keepdim);
 }
 Tensor Tensor::norm() const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Norm, "norm", all_dims(checked(*this, "norm")), false);
 }
 Tensor Tensor::norm(const std::vector<int>& dims, bool keepdim) const {
+  const runtime::TraceScope scope;
   return reduce(*this, OpKind::Norm, "norm",
                 reduce_mask("norm", checked(*this, "norm").shape(), dims), keepdim);
 }
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  const runtime::TraceScope scope;
   return alpha == 1.0 ? a.add(b) : a.add(b, alpha);
 }
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  const runtime::TraceScope scope;
   return alpha == 1.0 ? a.sub(b) : a.sub(b, alpha);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.mul(b);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.div(b);
 }
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.maximum(b);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.minimum(b);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.add(b);
 }
 Tensor operator-(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.sub(b);
 }
 Tensor operator*(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.mul(b);
 }
 Tensor operator/(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return a.div(b);
 }
 Tensor operator+(const Tensor& a, double b) {
+  const runtime::TraceScope scope;
   return a.add(b);
 }
 Tensor operator-(const Tensor& a, double b) {
+  const runtime::TraceScope scope;
   return a.sub(b);
 }
 Tensor operator*(const Tensor& a, double b) {
+  const runtime::TraceScope scope;
   return a.mul(b);
 }
 Tensor operator/(const Tensor& a, double b) {
+  const runtime::TraceScope scope;
   return a.div(b);
 }
 Tensor operator+(double a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return b.add(a);
 }
 Tensor operator-(double a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return b.neg().add(a);
 }
 Tensor operator*(double a, const Tensor& b) {
+  const runtime::TraceScope scope;
   return b.mul(a);
 }
 Tensor operator/(double a, const Tensor& b) {
+  const runtime::TraceScope scope;
   ir::NodePtr v = value_of(b, "div");
   return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype), v}));
 }
 Tensor operator-(const Tensor& a) {
+  const runtime::TraceScope scope;
   return a.neg();
 }
 

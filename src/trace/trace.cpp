@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
@@ -15,8 +16,16 @@ namespace lt::trace {
 void check_dtype(const char* op, DType dtype) {
   if (!dtype_has_kernels(dtype)) {
     throw Error(std::string(op) + ": dtype " + dtype_name(dtype) +
-                " is not supported yet (supported: f32, f64)");
+                " is not supported yet (supported: " + dtype_list(&DTypeInfo::has_kernels) + ")");
   }
+}
+
+void check_arithmetic(const char* op, DType dtype) {
+  if (dtype_has_arithmetic(dtype)) return;
+  throw Error(std::string(op) + ": dtype " + dtype_name(dtype) +
+              " has no arithmetic yet (ops that compute take " +
+              dtype_list(&DTypeInfo::arithmetic) + "; a " + dtype_name(dtype) +
+              " tensor can be created, read, copied, filled and cast with to())");
 }
 
 void check_shape(const char* op, const Shape& shape) {
@@ -97,8 +106,20 @@ ir::NodePtr cast(const ir::NodePtr& value, DType dtype) {
   return ir::make_node(ir::OpKind::Cast, dtype, value->shape, {value});
 }
 
+namespace {
+
+// PyTorch's type categories: a rank-0 operand of a higher category than every operand with
+// dimensions still decides the result (an integer tensor times a float rank-0 is float).
+int category(DType dtype) {
+  if (dtype == DType::boolean) return 0;
+  return dtype_is_floating(dtype) ? 2 : 1;
+}
+
+}  // namespace
+
 DType result_dtype(std::initializer_list<ir::NodePtr> operands) {
-  // As in PyTorch, operands with dimensions decide the dtype; rank-0 ones only when all are.
+  // As in PyTorch, operands with dimensions decide the dtype; rank-0 ones only when all are,
+  // or when they are of a higher category.
   bool any_dims = false, any_zero_dim = false;
   DType dims_dtype = DType::f32, zero_dim_dtype = DType::f32;
   for (const ir::NodePtr& operand : operands) {
@@ -111,6 +132,9 @@ DType result_dtype(std::initializer_list<ir::NodePtr> operands) {
       any_zero_dim = true;
     }
   }
+  if (any_dims && any_zero_dim && category(zero_dim_dtype) > category(dims_dtype)) {
+    return zero_dim_dtype;
+  }
   return any_dims ? dims_dtype : zero_dim_dtype;
 }
 
@@ -119,14 +143,20 @@ ir::NodePtr elementwise(const char* op, ir::OpKind kind,
   Shape shape = (*operands.begin())->shape;
   for (const ir::NodePtr& operand : operands) shape = broadcast_shapes(op, shape, operand->shape);
   const DType dtype = result_dtype(operands);
+  // Identity only moves values (clone, fill_, copy_, expand): every storage dtype has it.
+  if (kind != ir::OpKind::Identity) check_arithmetic(op, dtype);
   check_fits(op, shape, dtype);
-  ir::NodePtr cast_operands[3];
-  int n = 0;
-  for (const ir::NodePtr& operand : operands) cast_operands[n++] = cast(operand, dtype);
-  auto node = ir::make_node(kind, dtype, shape, {});
-  for (int i = 0; i < n; ++i) node->operands[i] = std::move(cast_operands[i]);
-  node->num_operands = static_cast<uint8_t>(n);
-  return node;
+  switch (operands.size()) {
+    case 1:
+      return ir::make_node(kind, dtype, shape, {cast(operands.begin()[0], dtype)});
+    case 2:
+      return ir::make_node(kind, dtype, shape,
+                           {cast(operands.begin()[0], dtype), cast(operands.begin()[1], dtype)});
+    default:
+      return ir::make_node(kind, dtype, shape,
+                           {cast(operands.begin()[0], dtype), cast(operands.begin()[1], dtype),
+                            cast(operands.begin()[2], dtype)});
+  }
 }
 
 ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape) {

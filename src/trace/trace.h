@@ -32,6 +32,8 @@ Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op);
 
 void check_shape(const char* op, const Shape& shape);
 void check_dtype(const char* op, DType dtype);
+// Throws unless ops that compute (not only move or convert values) exist for `dtype`.
+void check_arithmetic(const char* op, DType dtype);
 // Throws if a value of this shape and dtype could never fit in device memory.
 void check_fits(const char* op, const Shape& shape, DType dtype);
 

@@ -6,9 +6,14 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "compiler/kernel_program.h"
+#include "ir/dtype_traits.h"
+#include "lazytensor/error.h"
+#include "metrics/metrics_registry.h"
 
 namespace lt::backend::cpu {
 
@@ -83,15 +88,32 @@ int arrange_space(const Shape& space, uint32_t reduce_mask, Instance& inst,
   return kept;
 }
 
+// An element as bytes: gathers and broadcast fills move elements whatever their dtype.
 template <size_t N>
-struct Element {
-  unsigned char bytes[N];
-};
+using ElementBits = std::conditional_t<
+    N == 1, uint8_t,
+    std::conditional_t<N == 2, uint16_t, std::conditional_t<N == 4, uint32_t, uint64_t>>>;
+
+// Calls f(std::integral_constant<size_t, N>{}) for the element size N of some dtype.
+template <class F>
+void visit_element_size(size_t size, F&& f) {
+  switch (size) {
+    case 1:
+      return f(std::integral_constant<size_t, 1>{});
+    case 2:
+      return f(std::integral_constant<size_t, 2>{});
+    case 4:
+      return f(std::integral_constant<size_t, 4>{});
+    case 8:
+      return f(std::integral_constant<size_t, 8>{});
+  }
+  throw Error("cpu backend: no dtype has elements of " + std::to_string(size) + " bytes");
+}
 
 template <size_t N>
 void gather_typed(const InputAccess& in, const Instance& inst, const void* base, int64_t start,
                   int64_t count, void* dst_void) {
-  using E = Element<N>;
+  using E = ElementBits<N>;
   const E* src = static_cast<const E*>(base);
   E* dst = static_cast<E*>(dst_void);
   const int rank = inst.rank;
@@ -133,28 +155,29 @@ void gather_typed(const InputAccess& in, const Instance& inst, const void* base,
 
 void gather(const InputAccess& in, const Instance& inst, const void* base, size_t elem_size,
             int64_t start, int64_t count, void* dst) {
-  if (elem_size == 4) {
-    gather_typed<4>(in, inst, base, start, count, dst);
-  } else {
-    gather_typed<8>(in, inst, base, start, count, dst);
-  }
+  visit_element_size(elem_size, [&](auto size) {
+    gather_typed<decltype(size)::value>(in, inst, base, start, count, dst);
+  });
 }
 
-// Folds `n` values into `acc` the way the reduction needs.
+// Folds `n` values, stored as T, into `acc` the way the reduction needs.
 template <class T>
 double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
   switch (kind) {
     case ReduceKind::Max:
       for (int64_t i = 0; i < n; ++i) {
-        const double v = values[i];
+        const double v = load_element(values[i]);
         acc = (v != v || v > acc) ? v : acc;  // NaN sticks
       }
       return acc;
     case ReduceKind::Norm:
-      for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(values[i]) * values[i];
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = load_element(values[i]);
+        acc += v * v;
+      }
       return acc;
     default:
-      for (int64_t i = 0; i < n; ++i) acc += values[i];
+      for (int64_t i = 0; i < n; ++i) acc += load_element(values[i]);
       return acc;
   }
 }
@@ -180,11 +203,10 @@ double finalize(ReduceKind kind, double acc, int64_t count) {
 }
 
 void store(DType dtype, void* base, int64_t index, double value) {
-  if (dtype == DType::f32) {
-    static_cast<float*>(base)[index] = static_cast<float>(value);
-  } else {
-    static_cast<double*>(base)[index] = value;
-  }
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    static_cast<T*>(base)[index] = convert_element<T>(value);
+  });
 }
 
 // Per-thread scratch, grown once and reused: no allocation per tile.
@@ -195,8 +217,9 @@ struct Scratch {
   std::vector<double> uniform_tiles;  // kUniformTileElements doubles per broadcast value
 };
 
-void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void*>& slots,
-              const double* scalars, std::vector<double>& partials, Scratch& scratch) {
+void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, const WorkUnit& unit,
+              const std::vector<void*>& slots, const double* scalars, std::vector<double>& partials,
+              Scratch& scratch) {
   const Instance& inst = launch.instances[unit.instance];
   const size_t num_in = inst.inputs.size();
   scratch.inputs.resize(num_in);
@@ -215,12 +238,11 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
     const InputAccess& in = inst.inputs[i];
     if (in.uniform && !in.direct) {
       double* tile = scratch.uniform_tiles.data() + i * kUniformTileElements;
-      if (in.elem_size == 4) {
-        std::fill_n(reinterpret_cast<float*>(tile), uniform_fill,
-                    *static_cast<const float*>(slots[in.slot]));
-      } else {
-        std::fill_n(tile, uniform_fill, *static_cast<const double*>(slots[in.slot]));
-      }
+      visit_element_size(in.elem_size, [&](auto size) {
+        using E = ElementBits<decltype(size)::value>;
+        std::fill_n(reinterpret_cast<E*>(tile), uniform_fill,
+                    *static_cast<const E*>(slots[in.slot]));
+      });
       scratch.inputs[i] = tile;
     }
   }
@@ -251,7 +273,7 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
         scratch.outputs[o] =
             static_cast<char*>(slots[inst.output_slots[o]]) + pos * inst.output_sizes[o];
       }
-      launch.kernel->run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
+      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
     }
     return;
   }
@@ -263,10 +285,11 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
     for (int64_t pos = first; pos < last; pos += kTileElements) {
       const int64_t n = std::min(kTileElements, last - pos);
       bind_inputs(pos, n);
-      launch.kernel->run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
-      acc = launch.dtype == DType::f32
-                ? fold(launch.reduce, reinterpret_cast<const float*>(values), n, acc)
-                : fold(launch.reduce, values, n, acc);
+      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
+      acc = visit_dtype(launch.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return fold(launch.reduce, reinterpret_cast<const T*>(values), n, acc);
+      });
     }
     return acc;
   };
@@ -283,9 +306,10 @@ void run_unit(const Launch& launch, const WorkUnit& unit, const std::vector<void
 
 }  // namespace
 
-std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
+std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
+                                                const CompileOptions& options) {
   auto exe = std::make_shared<CpuExecutable>();
-  std::vector<compiler::Kernel> kernels = compiler::partition(graph);
+  std::vector<compiler::Kernel> kernels = compiler::partition(graph, options.fusion);
   exe->num_kernels = static_cast<int64_t>(kernels.size());
 
   // Slots: graph inputs, graph outputs, then every other node a kernel materializes.
@@ -299,7 +323,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
   auto slot_for = [&](uint32_t node) {
     auto it = slot_of.find(node);
     if (it != slot_of.end()) return it->second;
-    const ir::Node& n = *graph.nodes[node];
+    const ir::Node& n = graph.node(node);
     int slot = exe->num_inputs + exe->num_outputs + static_cast<int>(exe->temp_bytes.size());
     exe->temp_bytes.push_back(n.shape.numel() * dtype_size(n.dtype));
     slot_of[node] = slot;
@@ -322,7 +346,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
   }
   // Launch order follows the first kernel of each launch, which respects levels.
   std::vector<std::shared_ptr<const compiler::CompiledKernel>> compiled =
-      compiler::get_kernels(programs);
+      compiler::get_kernels(programs, options.kernels);
 
   std::vector<int> reads(exe->num_inputs, 0);
   struct Writer {
@@ -343,7 +367,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
       const Shape& space = kernel.iteration_shape;
       std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
       for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
-        broadcast_strides(graph.nodes[kernel.input_nodes[i]]->shape, space, strides[i].data());
+        broadcast_strides(graph.node(kernel.input_nodes[i]).shape, space, strides[i].data());
       }
       const int kept = arrange_space(space, kernel.reduce_mask, inst, strides);
       inst.numel = space.numel();
@@ -354,7 +378,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
         for (int d = kept; d < inst.rank; ++d) inst.inner *= inst.sizes[d];
         if (inst.numel == 0) {
           // Only the outputs' count matters: each is the empty fold.
-          inst.outer = graph.nodes[kernel.output_nodes[0]]->shape.numel();
+          inst.outer = graph.node(kernel.output_nodes[0]).shape.numel();
           inst.inner = 0;
         }
       }
@@ -366,7 +390,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
       for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
         InputAccess access;
         access.slot = slot_for(kernel.input_nodes[i]);
-        access.elem_size = dtype_size(graph.nodes[kernel.input_nodes[i]]->dtype);
+        access.elem_size = dtype_size(graph.node(kernel.input_nodes[i]).dtype);
         std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
         access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
         access.uniform = std::all_of(access.strides, access.strides + inst.rank,
@@ -379,12 +403,10 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
       for (uint32_t node : kernel.output_nodes) {
         int slot = slot_for(node);
         inst.output_slots.push_back(slot);
-        inst.output_sizes.push_back(dtype_size(graph.nodes[node]->dtype));
+        inst.output_sizes.push_back(dtype_size(graph.node(node).dtype));
         writer_of[slot] = {exe->launches.size(), launch.instances.size()};
       }
-      for (uint32_t node : kernel.scalar_nodes) {
-        inst.scalar_args.push_back(graph.nodes[node]->visit_index);
-      }
+      for (uint32_t node : kernel.scalar_nodes) inst.scalar_args.push_back(node);
       launch.instances.push_back(std::move(inst));
     }
     // Work units over every instance, so one launch keeps all cores busy.
@@ -418,8 +440,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
   }
   for (Launch& launch : exe->launches) {
     for (Instance& inst : launch.instances) {
-      for (uint32_t& arg : inst.scalar_args)
-        arg = scalar_position.at(graph.nodes[arg]->visit_index);
+      for (uint32_t& arg : inst.scalar_args) arg = scalar_position.at(arg);
     }
   }
 
@@ -427,7 +448,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
   // element for element.
   exe->donation_candidates.resize(exe->num_outputs);
   for (int o = 0; o < exe->num_outputs; ++o) {
-    const ir::Node& out = *graph.nodes[graph.outputs[o]];
+    const ir::Node& out = graph.node(graph.outputs[o]);
     auto it = writer_of.find(exe->num_inputs + o);
     if (it == writer_of.end()) continue;
     const Launch& launch = exe->launches[it->second.launch];
@@ -435,7 +456,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
     const Instance& inst = launch.instances[it->second.instance];
     for (const InputAccess& access : inst.inputs) {
       if (access.slot >= exe->num_inputs || reads[access.slot] != 1 || !access.direct) continue;
-      const ir::Node& in = *graph.nodes[graph.inputs[access.slot]];
+      const ir::Node& in = graph.node(graph.inputs[access.slot]);
       if (in.dtype == out.dtype && in.shape.numel() == out.shape.numel()) {
         exe->donation_candidates[o].push_back(access.slot);
       }
@@ -446,6 +467,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph) {
 
 void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadPool& pool,
                     const std::function<BufferPtr(size_t)>& allocate) {
+  static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
   std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_bytes.size());
   for (int i = 0; i < exe.num_inputs; ++i) slots[i] = args.inputs[i]->data();
   for (int i = 0; i < exe.num_outputs; ++i) slots[exe.num_inputs + i] = args.outputs[i]->data();
@@ -467,12 +489,15 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
       }
     }
     partials.assign(launch.num_partials, 0.0);
+    // Resolved once: a kernel whose native code arrives mid-launch switches at the next one.
+    const compiler::CompiledKernel& kernel = launch.kernel->resolve();
+    if (kernel.method()[0] == 'i') interpreted_launches.add();
     std::atomic<size_t> next{0};
     pool.run([&](int) {
       thread_local Scratch scratch;
       for (size_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < launch.units.size();) {
-        run_unit(launch, launch.units[u], slots, scalars.data() + launch.units[u].instance * ns,
-                 partials, scratch);
+        run_unit(launch, kernel, launch.units[u], slots,
+                 scalars.data() + launch.units[u].instance * ns, partials, scratch);
       }
     });
     // Split reductions: combine the partial folds in a fixed order (deterministic results).

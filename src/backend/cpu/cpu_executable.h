@@ -66,7 +66,14 @@ class CpuExecutable final : public Executable {
   std::vector<Launch> launches;
 };
 
-std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph);
+// What the backend hands down to fusion and kernel compilation.
+struct CompileOptions {
+  compiler::FusionOptions fusion;
+  compiler::KernelCompileOptions kernels;
+};
+
+std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
+                                                const CompileOptions& options);
 
 // Runs every launch in order on the pool. `allocate` provides temporaries.
 void run_executable(const CpuExecutable& executable, const ExecutionArgs& args, ThreadPool& pool,

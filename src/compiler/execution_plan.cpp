@@ -1,0 +1,88 @@
+#include "compiler/execution_plan.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+namespace lt::compiler {
+
+ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options) {
+  ExecutionPlan plan;
+  plan.kernels = partition(graph, options);
+  const size_t n = graph.nodes.size();
+
+  plan.num_inputs = static_cast<int>(graph.inputs.size());
+  plan.num_outputs = static_cast<int>(graph.outputs.size());
+  plan.slot_of.assign(n, -1);
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    plan.slot_of[graph.inputs[i]] = static_cast<int32_t>(i);
+  }
+  for (size_t o = 0; o < graph.outputs.size(); ++o) {
+    plan.slot_of[graph.outputs[o]] = plan.num_inputs + static_cast<int32_t>(o);
+  }
+  auto slot_for = [&](uint32_t node) {
+    if (plan.slot_of[node] < 0) {
+      const ir::Node& value = graph.node(node);
+      plan.slot_of[node] =
+          plan.num_inputs + plan.num_outputs + static_cast<int32_t>(plan.temp_bytes.size());
+      plan.temp_bytes.push_back(value.shape.numel() * dtype_size(value.dtype));
+    }
+    return plan.slot_of[node];
+  };
+
+  plan.scalar_position.assign(n, 0);
+  for (size_t s = 0; s < graph.scalars.size(); ++s) {
+    plan.scalar_position[graph.scalars[s]] = static_cast<uint32_t>(s);
+  }
+
+  // Kernels arrive sorted by level; a launch's place is that of its first kernel.
+  std::map<std::pair<int, std::string>, size_t> launch_of;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const Kernel& kernel = plan.kernels[k];
+    auto [it, fresh] =
+        launch_of.emplace(std::make_pair(kernel.level, kernel.program.key()), plan.launches.size());
+    if (fresh) plan.launches.emplace_back();
+    plan.launches[it->second].kernels.push_back(static_cast<uint32_t>(k));
+  }
+
+  // Slots in execution order, and who reads each input and writes each output.
+  std::vector<int> reads(plan.num_inputs, 0);
+  std::vector<int32_t> writer(plan.num_outputs, -1);  // kernel index
+  for (const PlannedLaunch& launch : plan.launches) {
+    for (uint32_t k : launch.kernels) {
+      const Kernel& kernel = plan.kernels[k];
+      for (uint32_t node : kernel.input_nodes) {
+        const int slot = slot_for(node);
+        if (slot < plan.num_inputs) ++reads[slot];
+      }
+      for (uint32_t node : kernel.output_nodes) {
+        const int slot = slot_for(node);
+        if (slot >= plan.num_inputs && slot < plan.num_inputs + plan.num_outputs) {
+          writer[slot - plan.num_inputs] = static_cast<int32_t>(k);
+        }
+      }
+    }
+  }
+
+  // An elementwise kernel reads an input element for element exactly when the input has as
+  // many elements as the iteration space (it broadcasts to it, so no dim is expanded).
+  plan.donation_candidates.resize(plan.num_outputs);
+  for (int o = 0; o < plan.num_outputs; ++o) {
+    if (writer[o] < 0) continue;
+    const Kernel& kernel = plan.kernels[writer[o]];
+    if (kernel.program.reduce != ReduceKind::None) continue;
+    const ir::Node& out = graph.node(graph.outputs[o]);
+    for (uint32_t node : kernel.input_nodes) {
+      const int slot = plan.slot_of[node];
+      if (slot >= plan.num_inputs || reads[slot] != 1) continue;
+      const ir::Node& in = graph.node(node);
+      if (in.shape.numel() == kernel.iteration_shape.numel() && in.dtype == out.dtype &&
+          in.shape.numel() == out.shape.numel()) {
+        plan.donation_candidates[o].push_back(slot);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace lt::compiler

@@ -1,0 +1,36 @@
+#pragma once
+// How a graph's kernels run, decided once when it compiles and the same for every backend:
+// the fused kernels, their grouping into launches, the buffer each value lives in, where each
+// scalar argument comes from, and which outputs may take over an input's buffer.
+#include <cstdint>
+#include <vector>
+
+#include "compiler/fusion.h"
+#include "ir/graph.h"
+
+namespace lt::compiler {
+
+// Kernels of one level with the same program, run as one launch over all their tensors
+// (horizontal fusion: an AdamW step over every parameter is one launch).
+struct PlannedLaunch {
+  std::vector<uint32_t> kernels;  // indices into ExecutionPlan::kernels, in order
+};
+
+struct ExecutionPlan {
+  std::vector<Kernel> kernels;
+  std::vector<PlannedLaunch> launches;  // in execution order
+  // Buffer slots: the graph's inputs, then its outputs, then temporaries.
+  int num_inputs = 0;
+  int num_outputs = 0;
+  std::vector<size_t> temp_bytes;
+  std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
+  std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
+  // For each graph output, the inputs whose buffers may receive it: same dtype and size, read
+  // only by the kernel that writes the output, element for element. The executor takes one
+  // that nothing else holds (donation).
+  std::vector<std::vector<int>> donation_candidates;
+};
+
+ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options);
+
+}  // namespace lt::compiler

@@ -1,0 +1,32 @@
+#pragma once
+// Tracing and graph cuts exclude each other. A cut (mark_step, or the sync before a read)
+// takes every pending tensor, rebinds it to device data and may hand an input's buffer to an
+// output (donation). An op traced on another thread at that moment could read a tensor's old
+// value after its buffer was donated and compute with overwritten data. So every op holds the
+// trace lock shared for its whole body, and a cut holds it exclusively: an op happens wholly
+// before a cut or wholly after it. Ops on different threads still run concurrently.
+
+namespace lt::runtime {
+
+// Held by a Tensor op (or factory) while it reads tensors and records IR. Re-entrant on one
+// thread. Before the outermost one locks, the graph-growth checks run (a warning once, and
+// an automatic cut past LT_AUTO_CUT_NODES).
+class TraceScope {
+ public:
+  TraceScope();
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+};
+
+// Held by a graph cut. Throws lt::Error naming `op` when this thread is inside an op (it
+// would wait for itself).
+class CutScope {
+ public:
+  explicit CutScope(const char* op);
+  ~CutScope();
+  CutScope(const CutScope&) = delete;
+  CutScope& operator=(const CutScope&) = delete;
+};
+
+}  // namespace lt::runtime
