@@ -128,4 +128,23 @@ TEST(IrNodeTest, AttributesAndDepthAreRecorded) {
   EXPECT_EQ(c->num_operands(), 2);
 }
 
+// The reference walks the graph in its topological order, not one stack frame per node, so a
+// chain that overflowed the stack when it recursed evaluates; and it launches nothing.
+TEST_F(IrTest, TheReferenceEvaluatesALongChainWithoutRecursion) {
+  constexpr int kSteps = 100'000;  // two ops each
+  const std::vector<float> x0 = values(4);
+  Tensor x = lt::from_vector(x0, {4});
+  for (int i = 0; i < kSteps; ++i) x = x.mul(0.5).add(0.25);
+  const int64_t steps = counter("MarkStep");
+  const std::vector<double> got = lt::reference::evaluate(x);
+  EXPECT_EQ(counter("MarkStep"), steps);
+  std::vector<double> want;
+  for (float v : x0) {
+    double acc = v;  // the reference computes f32 ops in double, unrounded
+    for (int i = 0; i < kSteps; ++i) acc = acc * 0.5 + 0.25;
+    want.push_back(acc);
+  }
+  lt_test::expect_close(got, want, {0, 0});
+}
+
 }  // namespace

@@ -1,5 +1,6 @@
 #pragma once
 // The umbrella header: everything a user of lazytensor needs.
+#include "lazytensor/device.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/error.h"
 #include "lazytensor/metrics.h"

@@ -109,6 +109,7 @@ struct DeviceMemoryStats {
   int64_t peak_bytes = 0;
   int64_t allocations = 0;  // buffers allocated since start (or the last reset_peak)
 };
+// Of the default device (lt::default_device()).
 DeviceMemoryStats device_memory_stats();
 void reset_peak_device_memory();
 

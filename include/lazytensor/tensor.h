@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "lazytensor/device.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/shape.h"
 
@@ -29,6 +30,7 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   DType dtype() const;
+  Device device() const;  // where the value lives; an op's tensors must share one
   int dim() const { return shape().rank(); }
   int64_t numel() const { return shape().numel(); }
   // True while the tensor holds a recorded computation that has not been launched.

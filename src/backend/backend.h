@@ -67,8 +67,6 @@ class Backend {
   virtual void reset_peak_memory() = 0;
 };
 
-Backend& default_backend();
-
 }  // namespace lt::backend
 
 namespace lt {

@@ -48,6 +48,7 @@ NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
   uint32_t depth = 0;
   for (const NodePtr& operand : operands) {
     depth = std::max(depth, operand->depth + 1);
+    if (!node->device) node->device = operand->device;
     node->operands.push_back(operand);
   }
   node->depth = depth;

@@ -2,9 +2,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 
 #include "ir/inline_vector.h"
 #include "ir/ops.h"
+#include "lazytensor/device.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/shape.h"
 
@@ -38,6 +40,9 @@ struct Node {
   double value = 0;                           // Scalar and Constant
   std::shared_ptr<runtime::DeviceData> data;  // DeviceData
   uint32_t depth = 0;                         // ops on the longest path down to a leaf
+  // Where the value is computed: that of the operands, or of the device data. Numbers
+  // (Scalar, Constant) have none: they go to whichever device uses them.
+  std::optional<Device> device;
 
   int num_operands() const { return static_cast<int>(operands.size()); }
   const Node& operand(int i) const { return *operands[i]; }

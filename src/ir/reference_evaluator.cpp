@@ -1,39 +1,31 @@
-// Evaluates IR op by op in double precision with the op table's reference definitions. It
-// shares nothing with the compiler or the kernels (dtype_traits.h gives it only the storage
-// types), so tests can use it to check them.
+// Evaluates a graph op by op in double precision with the op table's reference definitions. It
+// shares nothing with the compiler or the kernels (dtype_traits.h gives it only the dtype
+// facts) and reads no device memory (the caller reads the leaves), so tests can use it to
+// check them.
+#include "ir/reference_evaluator.h"
+
 #include <algorithm>
-#include <bit>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <string>
-#include <type_traits>
-#include <unordered_map>
-#include <vector>
+#include <utility>
 
-#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
-#include "lazytensor/reference.h"
-#include "runtime/tensor_impl.h"
 
-namespace lt::reference {
+namespace lt::ir {
 
 namespace {
 
 using Values = std::vector<double>;
 
-// An element as stored, read without the kernels' conversions: bf16 is the upper half of an
-// f32's bits.
-template <class T>
-double value_of(T element) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return std::bit_cast<float>(static_cast<uint32_t>(element.bits) << 16);
-  } else {
-    return static_cast<double>(element);
-  }
-}
+// The largest arity in the op table (the ternary ops).
+constexpr int kMaxOperands = 3;
+
+// Marks a node whose values are kept to the end (a graph output) and a node that is no input.
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
 // Maps each linear index of `out` to the linear index of `in` broadcast to it.
 std::vector<int64_t> broadcast_index(const Shape& in, const Shape& out) {
@@ -105,87 +97,133 @@ double round_result(DType dtype, double v) {
   return dtype_info(dtype).wide_register ? convert(DType::f64, dtype, v) : v;
 }
 
+// Walks a graph's nodes in order, holding the values of those a later node still reads.
 class Evaluator {
  public:
-  const Values& eval(const ir::Node& node) {
-    auto it = memo_.find(&node);
-    if (it != memo_.end()) return it->second;
-    Values out = compute(node);
-    return memo_.emplace(&node, std::move(out)).first->second;
+  Evaluator(const Graph& graph, const std::vector<Values>& input_values)
+      : graph_(graph),
+        input_values_(input_values),
+        values_(graph.nodes.size()),
+        input_of_(graph.nodes.size(), kNone),
+        last_use_(graph.nodes.size()) {
+    if (input_values.size() != graph.inputs.size()) {
+      throw Error("reference::evaluate: the graph has " + std::to_string(graph.inputs.size()) +
+                  " inputs, given values for " + std::to_string(input_values.size()));
+    }
+    for (uint32_t j = 0; j < graph.inputs.size(); ++j) input_of_[graph.inputs[j]] = j;
+    // Nodes are in topological order, so the last user to be seen is the last to read.
+    for (uint32_t i = 0; i < graph.nodes.size(); ++i) {
+      last_use_[i] = i;  // read by nobody: dropped as soon as computed
+      for (int k = 0; k < graph.num_operands(i); ++k) last_use_[graph.operand(i, k)] = i;
+    }
+    for (uint32_t out : graph.outputs) last_use_[out] = kNone;
+  }
+
+  std::vector<Values> run() {
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i) {
+      values_[i] = compute(i);
+      for (int k = 0; k < graph_.num_operands(i); ++k) release_after(graph_.operand(i, k), i);
+      release_after(i, i);
+    }
+    std::vector<Values> out;
+    out.reserve(graph_.outputs.size());
+    for (uint32_t index : graph_.outputs) out.push_back(std::move(values_[index]));
+    return out;
   }
 
  private:
-  Values compute(const ir::Node& node) {
-    switch (ir::op_info(node.op).category) {
-      case ir::OpCategory::Leaf:
-        return leaf(node);
-      case ir::OpCategory::Elementwise:
-        return elementwise(node);
-      case ir::OpCategory::Reduction:
-        return reduction(node);
+  // Frees node `index`'s values if node `reader` was the last to read them.
+  void release_after(uint32_t index, uint32_t reader) {
+    if (last_use_[index] == reader) Values().swap(values_[index]);
+  }
+
+  Values compute(uint32_t i) {
+    switch (op_info(graph_.node(i).op).category) {
+      case OpCategory::Leaf:
+        return leaf(i);
+      case OpCategory::Elementwise:
+        return elementwise(i);
+      case OpCategory::Reduction:
+        return reduction(i);
     }
     return {};
   }
 
-  Values leaf(const ir::Node& node) {
+  Values leaf(uint32_t i) {
+    const Node& node = graph_.node(i);
     // A number given to an op holds what the device makes of it: the value in the node's dtype.
-    if (node.op != ir::OpKind::DeviceData) return {convert(DType::f64, node.dtype, node.value)};
-    const int64_t n = node.shape.numel();
-    return visit_dtype(node.dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      std::unique_ptr<T[]> host(new T[n]);
-      backend::default_backend().transfer_from_device(node.data->buffer, host.get(), n * sizeof(T));
-      Values out(n);
-      for (int64_t i = 0; i < n; ++i) out[i] = value_of(host[i]);
-      return out;
-    });
+    if (node.op != OpKind::DeviceData) return {convert(DType::f64, node.dtype, node.value)};
+    if (input_of_[i] == kNone) {
+      throw Error("reference::evaluate: node " + std::to_string(i) +
+                  " reads device data but is not among the graph's inputs");
+    }
+    const Values& values = input_values_[input_of_[i]];
+    if (static_cast<int64_t>(values.size()) != node.shape.numel()) {
+      throw Error("reference::evaluate: input " + std::to_string(input_of_[i]) + " has " +
+                  std::to_string(values.size()) + " values for " +
+                  std::to_string(node.shape.numel()) + " elements");
+    }
+    return values;
   }
 
-  Values elementwise(const ir::Node& node) {
-    const int64_t n = node.shape.numel();
-    const Values* operands[3] = {};
-    std::vector<int64_t> index[3];
-    for (int i = 0; i < node.num_operands(); ++i) {
-      operands[i] = &eval(node.operand(i));
-      index[i] = broadcast_index(node.operand(i).shape, node.shape);
+  Values elementwise(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const int arity = graph_.num_operands(i);
+    if (arity > kMaxOperands) {
+      throw Error(std::string("reference::evaluate: ") + op_info(node.op).name + " has " +
+                  std::to_string(arity) + " operands");
     }
-    const auto reference = ir::op_info(node.op).reference;
+    std::array<const Values*, kMaxOperands> operands{};
+    // Empty where the operand has the node's shape: its index is the element's own.
+    std::array<std::vector<int64_t>, kMaxOperands> index;
+    for (int k = 0; k < arity; ++k) {
+      const uint32_t operand = graph_.operand(i, k);
+      operands[k] = &values_[operand];
+      const Shape& shape = graph_.node(operand).shape;
+      if (!(shape == node.shape)) index[k] = broadcast_index(shape, node.shape);
+    }
+    const DType from =
+        node.op == OpKind::Cast ? graph_.node(graph_.operand(i, 0)).dtype : node.dtype;
+    const auto reference = op_info(node.op).reference;
+    const int64_t n = node.shape.numel();
     Values out(n);
     for (int64_t e = 0; e < n; ++e) {
-      double args[3] = {0, 0, 0};
-      for (int i = 0; i < node.num_operands(); ++i) args[i] = (*operands[i])[index[i][e]];
-      out[e] = node.op == ir::OpKind::Cast
-                   ? convert(node.operand(0).dtype, node.dtype, args[0])
+      std::array<double, kMaxOperands> args{};
+      for (int k = 0; k < arity; ++k) args[k] = (*operands[k])[index[k].empty() ? e : index[k][e]];
+      out[e] = node.op == OpKind::Cast
+                   ? convert(from, node.dtype, args[0])
                    : round_result(node.dtype, reference(args[0], args[1], args[2]));
     }
     return out;
   }
 
-  Values reduction(const ir::Node& node) {
-    const ir::Node& in = node.operand(0);
-    const Values& values = eval(in);
+  Values reduction(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const uint32_t operand = graph_.operand(i, 0);
+    const Shape& in = graph_.node(operand).shape;
+    const Values& values = values_[operand];
     const int64_t n_out = node.shape.numel();
-    Values acc(n_out, node.op == ir::OpKind::Max ? -std::numeric_limits<double>::infinity() : 0.0);
+    Values acc(n_out, node.op == OpKind::Max ? -std::numeric_limits<double>::infinity() : 0.0);
     std::vector<int64_t> count(n_out, 0);
-    const int rank = in.shape.rank();
-    for (int64_t e = 0; e < in.shape.numel(); ++e) {
+    const int rank = in.rank();
+    for (int64_t e = 0; e < in.numel(); ++e) {
       // The output index: the input's coordinates with reduced dims dropped.
       int64_t rest = e, out_index = 0, stride = 1;
       for (int d = rank - 1; d >= 0; --d) {
-        const int64_t coord = rest % in.shape[d];
-        rest /= in.shape[d];
+        const int64_t coord = rest % in[d];
+        rest /= in[d];
         if (!(node.reduce_mask() >> d & 1)) {
           out_index += coord * stride;
-          stride *= in.shape[d];
+          stride *= in[d];
         }
       }
       const double v = values[e];
       double& a = acc[out_index];
       switch (node.op) {
-        case ir::OpKind::Max:
+        case OpKind::Max:
           a = (std::isnan(v) || std::isnan(a)) ? NAN : std::max(a, v);
           break;
-        case ir::OpKind::Norm:
+        case OpKind::Norm:
           a += v * v;
           break;
         default:
@@ -195,22 +233,25 @@ class Evaluator {
       ++count[out_index];
     }
     for (int64_t o = 0; o < n_out; ++o) {
-      if (node.op == ir::OpKind::Mean) acc[o] /= static_cast<double>(count[o]);
-      if (node.op == ir::OpKind::Norm) acc[o] = std::sqrt(acc[o]);
+      if (node.op == OpKind::Mean) acc[o] /= static_cast<double>(count[o]);
+      if (node.op == OpKind::Norm) acc[o] = std::sqrt(acc[o]);
       acc[o] = round_result(node.dtype, acc[o]);
     }
     return acc;
   }
 
-  std::unordered_map<const ir::Node*, Values> memo_;
+  const Graph& graph_;
+  const std::vector<Values>& input_values_;
+  std::vector<Values> values_;      // per node; empty before it is computed and after its last use
+  std::vector<uint32_t> input_of_;  // per node: its position in graph.inputs, or kNone
+  std::vector<uint32_t> last_use_;  // per node: the last node that reads it, kNone for outputs
 };
 
 }  // namespace
 
-std::vector<double> evaluate(const Tensor& tensor) {
-  if (!tensor.defined()) throw Error("reference::evaluate: the tensor is undefined");
-  Evaluator evaluator;
-  return evaluator.eval(*tensor.impl()->value());
+std::vector<std::vector<double>> evaluate_graph(
+    const Graph& graph, const std::vector<std::vector<double>>& input_values) {
+  return Evaluator(graph, input_values).run();
 }
 
-}  // namespace lt::reference
+}  // namespace lt::ir

@@ -5,7 +5,6 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "metrics/metrics_registry.h"
 #include "runtime/config.h"
@@ -17,16 +16,19 @@ namespace {
 struct Key {
   DType dtype;
   uint64_t bits;
-  bool operator==(const Key& o) const { return dtype == o.dtype && bits == o.bits; }
+  Device device;
+  bool operator==(const Key& o) const = default;
 };
 struct KeyHash {
-  size_t operator()(const Key& k) const { return k.bits * 31 + static_cast<size_t>(k.dtype); }
+  size_t operator()(const Key& k) const {
+    return (k.bits * 31 + static_cast<size_t>(k.dtype)) * 31 + static_cast<size_t>(k.device.index);
+  }
 };
 
 // The value as stored on the device, in its dtype's layout (as a kernel converts it), keyed by
 // those bytes.
-Key key_of(double value, DType dtype, unsigned char* bytes) {
-  Key key{dtype, 0};
+Key key_of(double value, DType dtype, const Device& device, unsigned char* bytes) {
+  Key key{dtype, 0, device};
   visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T element = convert_element<T>(value);
@@ -38,11 +40,11 @@ Key key_of(double value, DType dtype, unsigned char* bytes) {
 
 class DataCache {
  public:
-  DeviceDataPtr get(double value, DType dtype) {
+  DeviceDataPtr get(double value, DType dtype, const Device& device) {
     static metrics::Counter& hits = metrics::counter("DeviceDataCacheHit");
     static metrics::Counter& misses = metrics::counter("DeviceDataCacheMiss");
     unsigned char bytes[8];
-    Key key = key_of(value, dtype, bytes);
+    Key key = key_of(value, dtype, device, bytes);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     if (it != map_.end()) {
@@ -51,7 +53,7 @@ class DataCache {
       return it->second.first;
     }
     misses.add();
-    DeviceDataPtr data = upload_scalar(value, dtype);
+    DeviceDataPtr data = upload_scalar(value, dtype, device);
     data->holders.fetch_add(1);
     lru_.push_front(key);
     map_.emplace(key, std::make_pair(data, lru_.begin()));
@@ -72,18 +74,15 @@ class DataCache {
 
 }  // namespace
 
-DeviceDataPtr upload_scalar(double value, DType dtype) {
+DeviceDataPtr upload_scalar(double value, DType dtype, const Device& device) {
   unsigned char bytes[8];
-  key_of(value, dtype, bytes);
-  backend::Backend& device = backend::default_backend();
-  auto buffer = device.allocate(dtype_size(dtype));
-  device.transfer_to_device(buffer, bytes, dtype_size(dtype), /*synchronous=*/true);
-  return std::make_shared<DeviceData>(Shape{}, dtype, std::move(buffer));
+  key_of(value, dtype, device, bytes);
+  return upload(bytes, Shape{}, dtype, device, /*synchronous=*/true);
 }
 
-DeviceDataPtr cached_scalar_data(double value, DType dtype) {
+DeviceDataPtr cached_scalar_data(double value, DType dtype, const Device& device) {
   static DataCache* cache = new DataCache();
-  return cache->get(value, dtype);
+  return cache->get(value, dtype, device);
 }
 
 }  // namespace lt::runtime

@@ -5,16 +5,22 @@
 
 #include "backend/buffer.h"
 #include "ir/node.h"
+#include "lazytensor/device.h"
+
+namespace lt::backend {
+class Backend;
+}
 
 namespace lt::runtime {
 
 // A tensor value that lives in device memory (or will, once the stream gets to it).
 struct DeviceData {
-  DeviceData(const Shape& s, DType d, backend::BufferPtr b)
-      : shape(s), dtype(d), buffer(std::move(b)) {}
+  DeviceData(const Shape& s, DType d, const Device& where, backend::BufferPtr b)
+      : shape(s), dtype(d), device(where), buffer(std::move(b)) {}
 
   Shape shape;
   DType dtype;
+  Device device;
   backend::BufferPtr buffer;
   // Tensors (and caches) that hold this value. A graph may write an output into the buffer
   // only when nobody holds it: otherwise someone would see it change.
@@ -27,5 +33,15 @@ using DeviceDataPtr = std::shared_ptr<DeviceData>;
 
 // The IR leaf that reads `data` (one per value, so a graph sees each buffer once).
 ir::NodePtr leaf_node(const DeviceDataPtr& data);
+
+// The one door to the devices for tracing, the executor and the tools: nothing outside the
+// runtime and the backends touches a backend.
+backend::Backend& backend_of(const Device& device);
+// New device memory on `device` holding a copy of `values` (shape.numel() elements of
+// `dtype`): asynchronous (the host memory may be reused at once) unless `synchronous`.
+DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const Device& device,
+                     bool synchronous = false);
+// Waits for `data`'s value and copies its bytes to `dst`; throws if its step failed.
+void download(const DeviceData& data, void* dst);
 
 }  // namespace lt::runtime

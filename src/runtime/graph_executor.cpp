@@ -1,5 +1,6 @@
 #include "runtime/graph_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "metrics/metrics_registry.h"
 #include "runtime/compile_cache.h"
 #include "runtime/config.h"
+#include "runtime/device_data.h"
 #include "runtime/graph_signature.h"
 #include "runtime/trace_lock.h"
 
@@ -35,12 +37,9 @@ ExecutorState& state() {
   return *s;
 }
 
-}  // namespace
-
-namespace {
-
-void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool allow_donation) {
-  static metrics::Counter& mark_steps = metrics::counter("MarkStep");
+// Compiles (or finds) and launches the graph of `pending` (all on `device`).
+void run_graph(const std::vector<std::shared_ptr<TensorImpl>>& pending, const Device& device,
+               bool allow_donation) {
   static metrics::Counter& cached_compiles = metrics::counter("CachedCompile");
   static metrics::Counter& uncached_compiles = metrics::counter("UncachedCompile");
   static metrics::Counter& donated = metrics::counter("DonatedBuffer");
@@ -49,33 +48,20 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
   const auto start = std::chrono::steady_clock::now();
   double compile_seconds = 0;
 
-  profiler::Scope span(allow_donation ? "mark_step" : "sync for read", "host");
   ExecutorState& st = state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  if (allow_donation) mark_steps.add();
-
-  // Tensors whose value is already device data (e.g. t.copy_(u) of a computed u) just share it.
-  std::vector<std::shared_ptr<TensorImpl>> pending;
   std::vector<const ir::Node*> roots;
-  for (const auto& impl : tensors) {
-    if (!impl->ir) continue;
-    if (impl->ir->op == ir::OpKind::DeviceData) {
-      impl->set_data(impl->ir->data);
-      continue;
-    }
-    pending.push_back(impl);
-    roots.push_back(impl->ir.get());
-  }
-  if (pending.empty()) return;
-
+  for (const auto& impl : pending) roots.push_back(impl->ir.get());
   ir::Graph graph;
   GraphSignature signature;
   std::vector<uint32_t> output_of_root;
-  // Executables hold kernels of one compiler: switching compilers must not reuse them.
-  build_graph(roots, config().kernel_compiler() == "native" ? 1 : 2, graph, signature,
-              output_of_root);
+  // Executables are compiled for one device and hold kernels of one compiler: graphs for
+  // another device or compiler must not find them.
+  const uint64_t target = (config().kernel_compiler() == "native" ? 1 : 2) |
+                          static_cast<uint64_t>(device.type) << 8 |
+                          static_cast<uint64_t>(device.index) << 16;
+  build_graph(roots, target, graph, signature, output_of_root);
 
-  backend::Backend& device = backend::default_backend();
+  backend::Backend& backend = backend_of(device);
   std::shared_ptr<backend::Executable> exe = st.cache.find(signature);
   int64_t compiles_now = 0;
   if (exe) {
@@ -83,7 +69,7 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
   } else {
     const auto compile_start = std::chrono::steady_clock::now();
     profiler::Scope compile_span("compile", "compile");
-    exe = device.compile(graph);
+    exe = backend.compile(graph);
     compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
     compile_time.record(compile_seconds);
@@ -136,7 +122,7 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
           break;
         }
       }
-      if (!buffer) buffer = device.allocate(node.shape.numel() * dtype_size(node.dtype));
+      if (!buffer) buffer = backend.allocate(node.shape.numel() * dtype_size(node.dtype));
       args.outputs.push_back(std::move(buffer));
     }
   } catch (const Error& e) {
@@ -150,14 +136,14 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
       failed->set_error(failure);
       args.outputs.push_back(std::move(failed));
     }
-    device.report_failure(failure);
+    backend.report_failure(failure);
   }
   donated.add(donations);
 
   std::vector<DeviceDataPtr> results(graph.outputs.size());
   for (size_t o = 0; o < graph.outputs.size(); ++o) {
     const ir::Node& node = graph.node(graph.outputs[o]);
-    results[o] = std::make_shared<DeviceData>(node.shape, node.dtype, args.outputs[o]);
+    results[o] = std::make_shared<DeviceData>(node.shape, node.dtype, device, args.outputs[o]);
   }
   for (size_t r = 0; r < pending.size(); ++r) pending[r]->set_data(results[output_of_root[r]]);
 
@@ -177,10 +163,33 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
     st.compile_runs.emplace_back(1, compiles_now);
   }
 
-  if (failure.empty()) device.execute(exe, std::move(args));
+  if (failure.empty()) backend.execute(exe, std::move(args));
   trace_time.record(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
       compile_seconds);
+}
+
+void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool allow_donation) {
+  static metrics::Counter& mark_steps = metrics::counter("MarkStep");
+  profiler::Scope span(allow_donation ? "mark_step" : "sync for read", "host");
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (allow_donation) mark_steps.add();
+
+  // Tensors whose value is already device data (e.g. t.copy_(u) of a computed u) just share
+  // it; the others make one graph per device.
+  std::vector<std::pair<Device, std::vector<std::shared_ptr<TensorImpl>>>> by_device;
+  for (const auto& impl : tensors) {
+    if (!impl->ir) continue;
+    if (impl->ir->op == ir::OpKind::DeviceData) {
+      impl->set_data(impl->ir->data);
+      continue;
+    }
+    auto group = std::find_if(by_device.begin(), by_device.end(),
+                              [&](const auto& g) { return g.first == impl->device; });
+    if (group == by_device.end()) group = by_device.insert(by_device.end(), {impl->device, {}});
+    group->second.push_back(impl);
+  }
+  for (const auto& [device, pending] : by_device) run_graph(pending, device, allow_donation);
 }
 
 }  // namespace

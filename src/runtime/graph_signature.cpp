@@ -62,19 +62,32 @@ std::string shape_string(const GraphSignature& s, const Record& r) {
 }
 
 // Node -> position in the graph being built: open addressing over pointers, much cheaper per
-// node than std::unordered_map (this runs for every node of every step).
+// node than std::unordered_map (this runs for every node of every step). One per thread,
+// reused from cut to cut, so that a steady training loop allocates nothing here.
 class PositionMap {
  public:
   static constexpr uint32_t kAbsent = ~uint32_t{0};
   PositionMap() : slots_(size_t{1} << kInitialBits) {}
 
+  // Empties the map in time proportional to what it held, and gives back the memory a much
+  // larger graph once needed.
+  void reset() {
+    if (slots_.size() > 16 * std::max<size_t>(used_.size(), size_t{1} << kInitialBits)) {
+      slots_.assign(size_t{1} << kInitialBits, Slot{});
+      shift_ = 64 - kInitialBits;
+    } else {
+      for (size_t i : used_) slots_[i] = Slot{};
+    }
+    used_.clear();
+  }
+
   // Inserts `node` with `value` if absent; returns whether it was.
   bool insert(const ir::Node* node, uint32_t value) {
-    if (2 * (size_ + 1) > slots_.size()) grow();
+    if (2 * (used_.size() + 1) > slots_.size()) grow();
     Slot& slot = find(node);
     if (slot.node) return false;
     slot = {node, value};
-    ++size_;
+    used_.push_back(static_cast<size_t>(&slot - slots_.data()));
     return true;
   }
   uint32_t& at(const ir::Node* node) { return find(node).value; }
@@ -95,13 +108,17 @@ class PositionMap {
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);
     --shift_;
+    used_.clear();
     for (const Slot& slot : old) {
-      if (slot.node) find(slot.node) = slot;
+      if (!slot.node) continue;
+      Slot& moved = find(slot.node);
+      moved = slot;
+      used_.push_back(static_cast<size_t>(&moved - slots_.data()));
     }
   }
   static constexpr int kInitialBits = 12;
   std::vector<Slot> slots_;
-  size_t size_ = 0;
+  std::vector<size_t> used_;  // occupied slots
   int shift_ = 64 - kInitialBits;
 };
 
@@ -109,7 +126,8 @@ class PositionMap {
 
 void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir::Graph& graph,
                  GraphSignature& signature, std::vector<uint32_t>& root_outputs) {
-  PositionMap position;
+  thread_local PositionMap position;
+  position.reset();
   std::vector<uint64_t>& words = signature.words;
   words.push_back(prefix);
   graph.operand_begin.push_back(0);
@@ -161,7 +179,7 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
 
 std::string describe_difference(const GraphSignature& now, const GraphSignature& cached) {
   if (now.words.empty() || cached.words.empty() || now.words[0] != cached.words[0]) {
-    return "the graph is compiled for another kernel compiler";
+    return "the graph is for another device or kernel compiler";
   }
   const std::vector<Record> a = decode_records(now), b = decode_records(cached);
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {

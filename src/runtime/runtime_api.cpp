@@ -1,10 +1,11 @@
 // The public functions of lazytensor/runtime.h.
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "compiler/compiled_kernel.h"
 #include "ir/node.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
+#include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
 
 namespace lt {
@@ -14,11 +15,47 @@ void mark_step() {
 }
 
 void wait_device_ops() {
-  backend::default_backend().synchronize();
+  // Every device finishes; the first failure found is reported after all have.
+  std::string failure;
+  for (backend::Backend* backend : backend::live_backends()) {
+    try {
+      backend->synchronize();
+    } catch (const Error& e) {
+      if (failure.empty()) failure = e.what();
+    }
+  }
+  if (!failure.empty()) throw Error(failure);
 }
 
 DeviceEvent record_event() {
-  return backend::default_backend().record_event();
+  return runtime::backend_of(default_device()).record_event();
+}
+
+const char* device_type_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::cuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
+std::string Device::str() const {
+  return std::string(device_type_name(type)) + ":" + std::to_string(index);
+}
+
+namespace {
+thread_local Device t_default_device;
+}  // namespace
+
+Device default_device() {
+  return t_default_device;
+}
+
+void set_default_device(const Device& device) {
+  runtime::backend_of(device);  // an unknown device fails here, not at the first op
+  t_default_device = device;
 }
 
 void DeviceEvent::wait() const {
@@ -157,10 +194,10 @@ size_t kernel_cache_entries() {
 }
 
 DeviceMemoryStats device_memory_stats() {
-  return backend::default_backend().memory_stats();
+  return runtime::backend_of(default_device()).memory_stats();
 }
 void reset_peak_device_memory() {
-  backend::default_backend().reset_peak_memory();
+  runtime::backend_of(default_device()).reset_peak_memory();
 }
 
 }  // namespace lt

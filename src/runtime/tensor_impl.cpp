@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "backend/registry.h"
+
 namespace lt {
 
 namespace {
@@ -75,8 +77,28 @@ ir::NodePtr leaf_node(const DeviceDataPtr& data) {
   if (ir::NodePtr leaf = data->leaf.lock()) return leaf;
   auto leaf = ir::make_node(ir::OpKind::DeviceData, data->dtype, data->shape, {});
   leaf->data = data;
+  leaf->device = data->device;
   data->leaf = leaf;
   return leaf;
+}
+
+backend::Backend& backend_of(const Device& device) {
+  return backend::backend_for(device);
+}
+
+DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const Device& device,
+                     bool synchronous) {
+  backend::Backend& backend = backend_of(device);
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  auto buffer = backend.allocate(bytes);
+  backend.transfer_to_device(buffer, values, bytes, synchronous);
+  return std::make_shared<DeviceData>(shape, dtype, device, std::move(buffer));
+}
+
+void download(const DeviceData& data, void* dst) {
+  backend_of(data.device)
+      .transfer_from_device(data.buffer, dst,
+                            static_cast<size_t>(data.shape.numel()) * dtype_size(data.dtype));
 }
 
 std::vector<std::shared_ptr<TensorImpl>> pending_tensors() {

@@ -12,13 +12,14 @@ namespace lt {
 // Pending tensors are kept in a registry so that mark_step() can find every live one; a
 // tensor that dies while pending is simply never computed.
 struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
-  TensorImpl(const Shape& s, DType d) : shape(s), dtype(d) {}
+  TensorImpl(const Shape& s, DType d, const Device& where) : shape(s), dtype(d), device(where) {}
   ~TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
 
   Shape shape;
   DType dtype;
+  Device device;
   ir::NodePtr ir;
   runtime::DeviceDataPtr data;
 

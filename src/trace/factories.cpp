@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/tensor.h"
@@ -17,22 +16,22 @@ namespace lt {
 
 namespace {
 
-// Uploads shape.numel() elements of `dtype` from `values`.
+// Uploads shape.numel() elements of `dtype` from `values` to the default device.
 Tensor upload(const void* values, const Shape& shape, DType dtype) {
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  backend::Backend& device = backend::default_backend();
-  auto buffer = device.allocate(bytes);
+  const Device device = default_device();
+  runtime::DeviceDataPtr data;
   if (dtype == DType::boolean) {
     // Kernels read bools as C++ bools, which must be 0 or 1: other bytes mean true.
+    const size_t bytes = static_cast<size_t>(shape.numel());
     std::unique_ptr<unsigned char[]> normalized(new unsigned char[bytes]);
     const auto* in = static_cast<const unsigned char*>(values);
     for (size_t i = 0; i < bytes; ++i) normalized[i] = in[i] != 0;
-    device.transfer_to_device(buffer, normalized.get(), bytes, /*synchronous=*/false);
+    data = runtime::upload(normalized.get(), shape, dtype, device);
   } else {
-    device.transfer_to_device(buffer, values, bytes, /*synchronous=*/false);
+    data = runtime::upload(values, shape, dtype, device);
   }
-  auto impl = std::make_shared<TensorImpl>(shape, dtype);
-  impl->set_data(std::make_shared<runtime::DeviceData>(shape, dtype, std::move(buffer)));
+  auto impl = std::make_shared<TensorImpl>(shape, dtype, device);
+  impl->set_data(std::move(data));
   return Tensor(std::move(impl));
 }
 
@@ -75,7 +74,8 @@ Tensor filled(const char* op, const Shape& shape, double value, DType dtype) {
   const runtime::TraceScope scope;
   trace::check_dtype(op, dtype);
   trace::check_shape(op, shape);
-  return trace::make_tensor(trace::expand(op, trace::scalar(value, dtype), shape));
+  const Device device = default_device();
+  return trace::make_tensor(trace::expand(op, trace::scalar(value, dtype, device), shape, device));
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <string>
 
-#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "runtime/graph_executor.h"
@@ -36,17 +35,19 @@ ir::NodePtr binary(const Tensor& a, const Tensor& b, OpKind kind, const char* op
 
 ir::NodePtr with_scalar(const Tensor& a, double s, OpKind kind, const char* op) {
   ir::NodePtr v = value_of(a, op);
-  return elementwise(op, kind, {v, scalar(s, v->dtype)});
+  return elementwise(op, kind, {v, scalar(s, v->dtype, *v->device)});
 }
 
 ir::NodePtr clamp_node(const Tensor& t, double min, double max, const char* op) {
   ir::NodePtr v = value_of(t, op);
-  return elementwise(op, OpKind::Clamp, {v, scalar(min, v->dtype), scalar(max, v->dtype)});
+  return elementwise(op, OpKind::Clamp,
+                     {v, scalar(min, v->dtype, *v->device), scalar(max, v->dtype, *v->device)});
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, double weight, const char* op) {
   ir::NodePtr v = value_of(t, op), e = value_of(end, op);
-  return elementwise(op, OpKind::Lerp, {v, e, scalar(weight, trace::result_dtype({v, e}))});
+  const Device device = trace::common_device(op, {v, e});
+  return elementwise(op, OpKind::Lerp, {v, e, scalar(weight, trace::result_dtype({v, e}), device)});
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, const Tensor& weight, const char* op) {
@@ -58,8 +59,9 @@ ir::NodePtr scaled(const Tensor& a, const Tensor& b, double alpha, OpKind kind, 
   ir::NodePtr va = value_of(a, op), vb = value_of(b, op);
   trace::broadcast_shapes(op, va->shape, vb->shape);
   const DType dtype = trace::result_dtype({va, vb});
+  const Device device = trace::common_device(op, {va, vb});
   ir::NodePtr scaled_b =
-      elementwise(op, OpKind::Mul, {trace::cast(vb, dtype), scalar(alpha, dtype)});
+      elementwise(op, OpKind::Mul, {trace::cast(vb, dtype), scalar(alpha, dtype, device)});
   return elementwise(op, kind, {va, scaled_b});
 }
 
@@ -70,7 +72,9 @@ ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double 
   // Check every shape before building anything, so the message names all three.
   trace::broadcast_shapes(op, trace::broadcast_shapes(op, vs->shape, v1->shape), v2->shape);
   const DType dtype = trace::result_dtype({vs, v1, v2});
-  ir::NodePtr term = elementwise(op, OpKind::Mul, {scalar(value, dtype), trace::cast(v1, dtype)});
+  const Device device = trace::common_device(op, {vs, v1, v2});
+  ir::NodePtr term =
+      elementwise(op, OpKind::Mul, {scalar(value, dtype, device), trace::cast(v1, dtype)});
   term = elementwise(op, kind, {term, trace::cast(v2, dtype)});
   return elementwise(op, OpKind::Add, {vs, term});
 }
@@ -128,6 +132,9 @@ const Shape& Tensor::shape() const {
 DType Tensor::dtype() const {
   return checked(*this, "dtype").impl()->dtype;
 }
+Device Tensor::device() const {
+  return checked(*this, "device").impl()->device;
+}
 bool Tensor::is_pending() const {
   return impl_ && impl_->ir != nullptr;
 }
@@ -135,9 +142,7 @@ bool Tensor::is_pending() const {
 void Tensor::to_host(void* dst) const {
   checked(*this, "to_host");
   runtime::sync_tensors({impl_});
-  const runtime::DeviceDataPtr data = impl_->data;
-  backend::default_backend().transfer_from_device(
-      data->buffer, dst, static_cast<size_t>(data->shape.numel()) * dtype_size(data->dtype));
+  runtime::download(*impl_->data, dst);
 }
 
 template <typename T>
@@ -417,8 +422,10 @@ Tensor& Tensor::minimum_(const Tensor& other) {
 Tensor& Tensor::copy_(const Tensor& src) {
   const runtime::TraceScope scope;
   ir::NodePtr self = value_of(*this, "copy_");
-  ir::NodePtr v = trace::cast(value_of(src, "copy_"), self->dtype);
-  if (v->shape != self->shape) v = trace::expand("copy_", v, self->shape);
+  ir::NodePtr from = value_of(src, "copy_");
+  trace::common_device("copy_", {self, from});
+  ir::NodePtr v = trace::cast(from, self->dtype);
+  if (v->shape != self->shape) v = trace::expand("copy_", v, self->shape, *self->device);
   return trace::assign(*this, v, "copy_");
 }
 Tensor& Tensor::zero_() {
@@ -428,8 +435,10 @@ Tensor& Tensor::zero_() {
 Tensor& Tensor::fill_(double value) {
   const runtime::TraceScope scope;
   ir::NodePtr self = value_of(*this, "fill_");
-  return trace::assign(*this, trace::expand("fill_", scalar(value, self->dtype), self->shape),
-                       "fill_");
+  return trace::assign(
+      *this,
+      trace::expand("fill_", scalar(value, self->dtype, *self->device), self->shape, *self->device),
+      "fill_");
 }
 
 Tensor Tensor::sum() const {
@@ -541,7 +550,7 @@ Tensor operator*(double a, const Tensor& b) {
 Tensor operator/(double a, const Tensor& b) {
   const runtime::TraceScope scope;
   ir::NodePtr v = value_of(b, "div");
-  return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype), v}));
+  return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}));
 }
 Tensor operator-(const Tensor& a) {
   const runtime::TraceScope scope;

@@ -9,6 +9,7 @@
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
 #include "runtime/data_cache.h"
+#include "runtime/device_data.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt::trace {
@@ -42,15 +43,16 @@ void check_shape(const char* op, const Shape& shape) {
   }
 }
 
-void check_fits(const char* op, const Shape& shape, DType dtype) {
-  const backend::Backend& device = backend::default_backend();
+void check_fits(const char* op, const Shape& shape, DType dtype, const Device& where) {
+  const backend::Backend& device = runtime::backend_of(where);
   const double capacity = static_cast<double>(device.memory_capacity());
   const double bytes = static_cast<double>(shape.numel()) * static_cast<double>(dtype_size(dtype));
   if (bytes > capacity) {
     throw Error(std::string(op) + ": a result of shape " + shape.str() + " and dtype " +
                 dtype_name(dtype) + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
-                " bytes, more than the device has (" + std::to_string(device.memory_capacity()) +
-                " bytes in all, " + std::to_string(device.memory_available()) + " free)");
+                " bytes, more than " + where.str() + " has (" +
+                std::to_string(device.memory_capacity()) + " bytes in all, " +
+                std::to_string(device.memory_available()) + " free)");
   }
 }
 
@@ -60,7 +62,7 @@ ir::NodePtr value_of(const Tensor& t, const char* op) {
   return t.impl()->value();
 }
 
-ir::NodePtr scalar(double value, DType dtype) {
+ir::NodePtr scalar(double value, DType dtype, const Device& device) {
   const runtime::Config& config = runtime::config();
   const ScalarPolicy policy = config.scalar_policy;
   const bool special = value == 0 || value == 1 || value == -1;
@@ -75,8 +77,8 @@ ir::NodePtr scalar(double value, DType dtype) {
         return ir::make_scalar_node(ir::OpKind::Constant, dtype, value);
       }
       return runtime::leaf_node(policy == ScalarPolicy::cached
-                                    ? runtime::cached_scalar_data(value, dtype)
-                                    : runtime::upload_scalar(value, dtype));
+                                    ? runtime::cached_scalar_data(value, dtype, device)
+                                    : runtime::upload_scalar(value, dtype, device));
   }
   return nullptr;
 }
@@ -138,14 +140,29 @@ DType result_dtype(std::initializer_list<ir::NodePtr> operands) {
   return any_dims ? dims_dtype : zero_dim_dtype;
 }
 
+Device common_device(const char* op, std::initializer_list<ir::NodePtr> operands) {
+  const ir::Node* first = nullptr;
+  for (const ir::NodePtr& operand : operands) {
+    if (!operand->device) continue;
+    if (!first) {
+      first = operand.get();
+    } else if (*operand->device != *first->device) {
+      throw Error(std::string(op) + ": expected all tensors on one device, got " +
+                  first->device->str() + " and " + operand->device->str());
+    }
+  }
+  return first ? *first->device : default_device();
+}
+
 ir::NodePtr elementwise(const char* op, ir::OpKind kind,
                         std::initializer_list<ir::NodePtr> operands) {
   Shape shape = (*operands.begin())->shape;
   for (const ir::NodePtr& operand : operands) shape = broadcast_shapes(op, shape, operand->shape);
+  const Device device = common_device(op, operands);
   const DType dtype = result_dtype(operands);
   // Identity only moves values (clone, fill_, copy_, expand): every storage dtype has it.
   if (kind != ir::OpKind::Identity) check_arithmetic(op, dtype);
-  check_fits(op, shape, dtype);
+  check_fits(op, shape, dtype, device);
   switch (operands.size()) {
     case 1:
       return ir::make_node(kind, dtype, shape, {cast(operands.begin()[0], dtype)});
@@ -159,17 +176,26 @@ ir::NodePtr elementwise(const char* op, ir::OpKind kind,
   }
 }
 
-ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape) {
-  check_fits(op, shape, value->dtype);
+ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape,
+                   const Device& device) {
+  if (value->device && *value->device != device) {
+    throw Error(std::string(op) + ": expected a value on " + device.str() + ", got one on " +
+                value->device->str());
+  }
+  check_fits(op, shape, value->dtype, device);
   if (broadcast_shapes(op, shape, value->shape) != shape) {
     throw Error(std::string(op) + ": a value of shape " + value->shape.str() +
                 " cannot be broadcast to shape " + shape.str());
   }
-  return ir::make_node(ir::OpKind::Identity, value->dtype, shape, {value});
+  ir::NodePtr node = ir::make_node(ir::OpKind::Identity, value->dtype, shape, {value});
+  node->device = device;  // a number expanded to a tensor lives where it is asked to
+  return node;
 }
 
 Tensor make_tensor(ir::NodePtr node) {
-  auto impl = std::make_shared<TensorImpl>(node->shape, node->dtype);
+  // Every traced value with a shape has a device: its operands' (checked by the op), or that
+  // of the fill that made it.
+  auto impl = std::make_shared<TensorImpl>(node->shape, node->dtype, node->device.value());
   impl->set_ir(std::move(node));
   return Tensor(std::move(impl));
 }

@@ -12,8 +12,11 @@ namespace lt::trace {
 
 // The IR value of `t`; throws if t is undefined or its dtype has no kernels.
 ir::NodePtr value_of(const Tensor& t, const char* op);
-// A plain number used by an op on `dtype` values, as the scalar policy says.
-ir::NodePtr scalar(double value, DType dtype);
+// A plain number used by an op on `dtype` values on `device`, as the scalar policy says.
+ir::NodePtr scalar(double value, DType dtype, const Device& device);
+// The device of the operands that have one (numbers have none); lt::Error naming `op` if they
+// differ. The default device when none has one.
+Device common_device(const char* op, std::initializer_list<ir::NodePtr> operands);
 // The broadcast of two shapes, or lt::Error naming `op` and both shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // An elementwise node over `operands`, broadcast to a common shape and promoted to a common
@@ -23,8 +26,9 @@ ir::NodePtr elementwise(const char* op, ir::OpKind kind,
 // The dtype PyTorch gives an op over these operands.
 DType result_dtype(std::initializer_list<ir::NodePtr> operands);
 ir::NodePtr cast(const ir::NodePtr& value, DType dtype);
-// `value` broadcast to `shape` (which must be reachable by broadcasting).
-ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape);
+// `value` broadcast to `shape` (which must be reachable by broadcasting), on `device`.
+ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape,
+                   const Device& device);
 
 Tensor make_tensor(ir::NodePtr node);
 // In place: `self` takes `result`, which must have self's shape; cast to self's dtype.
@@ -34,7 +38,7 @@ void check_shape(const char* op, const Shape& shape);
 void check_dtype(const char* op, DType dtype);
 // Throws unless ops that compute (not only move or convert values) exist for `dtype`.
 void check_arithmetic(const char* op, DType dtype);
-// Throws if a value of this shape and dtype could never fit in device memory.
-void check_fits(const char* op, const Shape& shape, DType dtype);
+// Throws if a value of this shape and dtype could never fit in the device's memory.
+void check_fits(const char* op, const Shape& shape, DType dtype, const Device& device);
 
 }  // namespace lt::trace

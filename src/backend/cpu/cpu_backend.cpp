@@ -1,5 +1,7 @@
 // The CPU device: memory it owns (64-byte aligned, so kernels vectorize), one in-order stream
 // served by a worker thread, and kernels split across a pool of threads, one per core.
+#include "backend/cpu/cpu_backend.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,14 +57,18 @@ int thread_count() {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend()
-      : physical_memory_(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE)),
+  explicit CpuBackend(int index)
+      : index_(index),
+        physical_memory_(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE)),
         pool_(thread_count()),
         stream_(kMaxQueuedTasks) {
-    stream_.enqueue([] { profiler::set_thread_name("device stream"); });
+    stream_.enqueue([index] {
+      profiler::set_thread_name(index == 0 ? "device stream"
+                                           : "device stream (cpu:" + std::to_string(index) + ")");
+    });
   }
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return "cpu:" + std::to_string(index_); }
 
   BufferPtr allocate(size_t bytes) override {
     const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
@@ -212,6 +218,7 @@ class CpuBackend final : public Backend {
                 std::to_string(free) + " bytes free)");
   }
 
+  const int index_;
   const int64_t physical_memory_;
   std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
   ThreadPool pool_;
@@ -228,10 +235,12 @@ void inject_execution_failures(int count) {
   cpu::injected_failures.store(count);
 }
 
-Backend& default_backend() {
-  // Never destroyed: tensors in static storage may release buffers during exit.
-  static Backend* backend = new cpu::CpuBackend();
-  return *backend;
+namespace cpu {
+
+std::unique_ptr<Backend> make_backend(int index) {
+  return std::make_unique<CpuBackend>(index);
 }
+
+}  // namespace cpu
 
 }  // namespace lt::backend

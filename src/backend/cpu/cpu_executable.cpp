@@ -5,11 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 
+#include "compiler/execution_plan.h"
 #include "compiler/kernel_program.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
@@ -309,60 +308,31 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
 std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
                                                 const CompileOptions& options) {
   auto exe = std::make_shared<CpuExecutable>();
-  std::vector<compiler::Kernel> kernels = compiler::partition(graph, options.fusion);
-  exe->num_kernels = static_cast<int64_t>(kernels.size());
+  const compiler::ExecutionPlan plan = compiler::plan_execution(graph, options.fusion);
+  exe->num_kernels = static_cast<int64_t>(plan.kernels.size());
+  exe->num_inputs = plan.num_inputs;
+  exe->num_outputs = plan.num_outputs;
+  exe->temp_bytes = plan.temp_bytes;
+  exe->donation_candidates = plan.donation_candidates;
 
-  // Slots: graph inputs, graph outputs, then every other node a kernel materializes.
-  std::unordered_map<uint32_t, int> slot_of;
-  exe->num_inputs = static_cast<int>(graph.inputs.size());
-  exe->num_outputs = static_cast<int>(graph.outputs.size());
-  for (size_t i = 0; i < graph.inputs.size(); ++i) slot_of[graph.inputs[i]] = static_cast<int>(i);
-  for (size_t i = 0; i < graph.outputs.size(); ++i) {
-    slot_of[graph.outputs[i]] = exe->num_inputs + static_cast<int>(i);
-  }
-  auto slot_for = [&](uint32_t node) {
-    auto it = slot_of.find(node);
-    if (it != slot_of.end()) return it->second;
-    const ir::Node& n = graph.node(node);
-    int slot = exe->num_inputs + exe->num_outputs + static_cast<int>(exe->temp_bytes.size());
-    exe->temp_bytes.push_back(n.shape.numel() * dtype_size(n.dtype));
-    slot_of[node] = slot;
-    return slot;
-  };
-
-  // Horizontal fusion: kernels of one level with the same program share a launch.
-  std::vector<std::string> keys;
   std::vector<const compiler::KernelProgram*> programs;
-  std::map<std::pair<int, std::string>, size_t> launch_of;
-  std::vector<std::vector<size_t>> launch_kernels;
-  for (size_t k = 0; k < kernels.size(); ++k) {
-    auto key = std::make_pair(kernels[k].level, kernels[k].program.key());
-    auto [it, fresh] = launch_of.emplace(key, launch_kernels.size());
-    if (fresh) {
-      launch_kernels.emplace_back();
-      programs.push_back(&kernels[k].program);
-    }
-    launch_kernels[it->second].push_back(k);
+  for (const compiler::PlannedLaunch& planned : plan.launches) {
+    programs.push_back(&plan.kernels[planned.kernels.front()].program);
   }
-  // Launch order follows the first kernel of each launch, which respects levels.
   std::vector<std::shared_ptr<const compiler::CompiledKernel>> compiled =
       compiler::get_kernels(programs, options.kernels);
 
-  std::vector<int> reads(exe->num_inputs, 0);
-  struct Writer {
-    size_t launch, instance;
-  };
-  std::unordered_map<int, Writer> writer_of;  // output slot -> who writes it
-
-  for (size_t l = 0; l < launch_kernels.size(); ++l) {
+  // What is CPU-specific: each kernel instance's iteration space collapsed for strided
+  // reads, and its work cut into units for the pool.
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
     Launch launch;
     launch.kernel = compiled[l];
-    const compiler::Kernel& first = kernels[launch_kernels[l][0]];
+    const compiler::Kernel& first = plan.kernels[plan.launches[l].kernels.front()];
     launch.reduce = first.program.reduce;
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
-    for (size_t k : launch_kernels[l]) {
-      const compiler::Kernel& kernel = kernels[k];
+    for (uint32_t k : plan.launches[l].kernels) {
+      const compiler::Kernel& kernel = plan.kernels[k];
       Instance inst;
       const Shape& space = kernel.iteration_shape;
       std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
@@ -389,7 +359,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
       }
       for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
         InputAccess access;
-        access.slot = slot_for(kernel.input_nodes[i]);
+        access.slot = plan.slot_of[kernel.input_nodes[i]];
         access.elem_size = dtype_size(graph.node(kernel.input_nodes[i]).dtype);
         std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
         access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
@@ -397,16 +367,15 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
                                      [](int64_t s) { return s == 0; });
         inst.all_direct = inst.all_direct && access.direct;
         inst.only_uniform_gathers = inst.only_uniform_gathers && (access.direct || access.uniform);
-        if (access.slot < exe->num_inputs) ++reads[access.slot];
         inst.inputs.push_back(access);
       }
       for (uint32_t node : kernel.output_nodes) {
-        int slot = slot_for(node);
-        inst.output_slots.push_back(slot);
+        inst.output_slots.push_back(plan.slot_of[node]);
         inst.output_sizes.push_back(dtype_size(graph.node(node).dtype));
-        writer_of[slot] = {exe->launches.size(), launch.instances.size()};
       }
-      for (uint32_t node : kernel.scalar_nodes) inst.scalar_args.push_back(node);
+      for (uint32_t node : kernel.scalar_nodes) {
+        inst.scalar_args.push_back(plan.scalar_position[node]);
+      }
       launch.instances.push_back(std::move(inst));
     }
     // Work units over every instance, so one launch keeps all cores busy.
@@ -432,36 +401,6 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
     exe->launches.push_back(std::move(launch));
   }
   exe->num_launches = static_cast<int64_t>(exe->launches.size());
-
-  // Scalar arguments are referenced by position in graph.scalars, not by node index.
-  std::unordered_map<uint32_t, uint32_t> scalar_position;
-  for (size_t i = 0; i < graph.scalars.size(); ++i) {
-    scalar_position[graph.scalars[i]] = static_cast<uint32_t>(i);
-  }
-  for (Launch& launch : exe->launches) {
-    for (Instance& inst : launch.instances) {
-      for (uint32_t& arg : inst.scalar_args) arg = scalar_position.at(arg);
-    }
-  }
-
-  // Donation: an input buffer can take an output when only the output's own kernel reads it,
-  // element for element.
-  exe->donation_candidates.resize(exe->num_outputs);
-  for (int o = 0; o < exe->num_outputs; ++o) {
-    const ir::Node& out = graph.node(graph.outputs[o]);
-    auto it = writer_of.find(exe->num_inputs + o);
-    if (it == writer_of.end()) continue;
-    const Launch& launch = exe->launches[it->second.launch];
-    if (launch.reduce != ReduceKind::None) continue;
-    const Instance& inst = launch.instances[it->second.instance];
-    for (const InputAccess& access : inst.inputs) {
-      if (access.slot >= exe->num_inputs || reads[access.slot] != 1 || !access.direct) continue;
-      const ir::Node& in = graph.node(graph.inputs[access.slot]);
-      if (in.dtype == out.dtype && in.shape.numel() == out.shape.numel()) {
-        exe->donation_candidates[o].push_back(access.slot);
-      }
-    }
-  }
   return exe;
 }
 

@@ -1,0 +1,67 @@
+#include "backend/registry.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "lazytensor/error.h"
+
+namespace lt::backend {
+
+namespace {
+
+// Devices per type the registry can hold; far more than a machine has.
+constexpr int kMaxDevices = 64;
+
+struct Registry {
+  std::mutex mu;
+  std::map<DeviceType, BackendFactory> factories{{DeviceType::cpu, cpu::make_backend}};
+  // Lock-free lookups after creation: the hot paths (every upload, read and cut) ask.
+  std::atomic<Backend*> backends[2][kMaxDevices] = {};
+  std::vector<Backend*> created;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed, nor are its backends
+  return *r;
+}
+
+}  // namespace
+
+void register_backend(DeviceType type, BackendFactory factory) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories[type] = std::move(factory);
+}
+
+Backend& backend_for(const Device& device) {
+  Registry& r = registry();
+  const auto type = static_cast<size_t>(device.type);
+  if (type >= 2 || device.index < 0 || device.index >= kMaxDevices) {
+    throw Error("device " + device.str() + ": no such device");
+  }
+  if (Backend* backend = r.backends[type][device.index].load(std::memory_order_acquire)) {
+    return *backend;
+  }
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (Backend* backend = r.backends[type][device.index].load()) return *backend;
+  auto factory = r.factories.find(device.type);
+  if (factory == r.factories.end()) {
+    throw Error("device " + device.str() + ": no backend for " + device_type_name(device.type) +
+                " devices is registered in this build");
+  }
+  Backend* backend = factory->second(device.index).release();
+  r.created.push_back(backend);
+  r.backends[type][device.index].store(backend, std::memory_order_release);
+  return *backend;
+}
+
+std::vector<Backend*> live_backends() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.created;
+}
+
+}  // namespace lt::backend

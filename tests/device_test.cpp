@@ -1,0 +1,108 @@
+// Devices: every tensor has one, factories use the default device, an op's tensors must share
+// one, a cut makes one graph per device, and backends come from a registry.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
+#include "lazytensor/lazytensor.h"
+#include "test_support.h"
+
+namespace {
+
+using lt::Device;
+using lt::DeviceType;
+using lt::Tensor;
+using lt_test::error_message;
+using lt_test::expect_mentions;
+
+const Device kCpu0{DeviceType::cpu, 0};
+const Device kCpu1{DeviceType::cpu, 1};
+
+class DeviceTest : public lt_test::EngineTest {};
+
+TEST_F(DeviceTest, TensorsLiveOnTheDefaultDevice) {
+  EXPECT_EQ(lt::default_device(), kCpu0);
+  EXPECT_EQ(lt::from_vector(values(3), {3}).device(), kCpu0);
+  EXPECT_EQ(kCpu1.str(), "cpu:1");
+  const lt::DeviceGuard guard(kCpu1);
+  const Tensor a = lt::from_vector(values(3), {3});
+  const Tensor b = lt::zeros({3});
+  EXPECT_EQ(a.device(), kCpu1);
+  EXPECT_EQ(b.device(), kCpu1);
+  EXPECT_EQ(a.add(b).mul(2.0).sum().device(), kCpu1);
+}
+
+// One cut with pending values on two devices launches a graph on each; both compute right.
+TEST_F(DeviceTest, ACutSpanningTwoDevicesComputesBoth) {
+  const std::vector<float> x0 = values(100), y0 = values(100);
+  Tensor x = lt::from_vector(x0, {100});
+  Tensor y;
+  {
+    const lt::DeviceGuard guard(kCpu1);
+    y = lt::from_vector(y0, {100});
+  }
+  x.mul_(3.0).add_(1.0);
+  y.mul_(-2.0).add_(0.5);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_FALSE(x.is_pending());
+  EXPECT_FALSE(y.is_pending());
+  const std::vector<double> gx = x.to_vector<double>(), gy = y.to_vector<double>();
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(gx[i], x0[i] * 3.0f + 1.0f) << i;
+    EXPECT_EQ(gy[i], y0[i] * -2.0f + 0.5f) << i;
+  }
+}
+
+TEST_F(DeviceTest, TensorsOfTwoDevicesDoNotMeet) {
+  Tensor a = lt::from_vector(values(4), {4});
+  Tensor b;
+  {
+    const lt::DeviceGuard guard(kCpu1);
+    b = lt::from_vector(values(4), {4});
+  }
+  const std::vector<double> a_before = a.to_vector<double>();
+  expect_mentions(error_message([&] { a.add(b); }), {"add", "cpu:0", "cpu:1"});
+  expect_mentions(error_message([&] { a.add_(b, 0.5); }), {"add_", "cpu:0", "cpu:1"});
+  expect_mentions(error_message([&] { a.addcdiv_(a, b, 0.1); }), {"addcdiv_", "cpu:1"});
+  expect_mentions(error_message([&] { a.lerp_(b, 0.3); }), {"lerp_", "cpu:1"});
+  expect_mentions(error_message([&] { a.copy_(b); }), {"copy_", "cpu:0", "cpu:1"});
+  EXPECT_FALSE(a.is_pending());
+  EXPECT_EQ(a.to_vector<double>(), a_before);
+}
+
+TEST_F(DeviceTest, AnUnknownDeviceFailsWhereItIsNamed) {
+  expect_mentions(error_message([] {
+                    lt::set_default_device({DeviceType::cuda, 0});
+                  }),
+                  {"cuda:0", "no backend"});
+  expect_mentions(error_message([] { lt::set_default_device({DeviceType::cpu, -1}); }), {"cpu:-1"});
+  EXPECT_EQ(lt::default_device(), kCpu0);
+}
+
+TEST_F(DeviceTest, EachDeviceAccountsForItsOwnMemory) {
+  const lt::DeviceGuard guard(kCpu1);
+  const int64_t before = lt::device_memory_stats().bytes_in_use;
+  const Tensor big = lt::zeros({1 << 16});
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_GE(lt::device_memory_stats().bytes_in_use - before, (1 << 16) * 4);
+}
+
+// A backend registered for a device type serves it: here the CPU backend stands in for a
+// CUDA one, which is how a new backend plugs in.
+TEST_F(DeviceTest, ARegisteredBackendServesItsDeviceType) {
+  lt::backend::register_backend(DeviceType::cuda, lt::backend::cpu::make_backend);
+  const Device cuda{DeviceType::cuda, 0};
+  const lt::DeviceGuard guard(cuda);
+  const std::vector<float> x0 = values(10);
+  const Tensor x = lt::from_vector(x0, {10}).mul(2.0);
+  EXPECT_EQ(x.device(), cuda);
+  const std::vector<double> got = x.to_vector<double>();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(got[i], x0[i] * 2.0f);
+}
+
+}  // namespace
