@@ -24,7 +24,6 @@
 namespace {
 
 using lt_test::counter;
-using lt_test::fresh_size;
 using lt_test::Restore;
 using lt_test::TempDir;
 using lt_test::Tol;
@@ -69,21 +68,16 @@ int64_t native_kernels() {
   return counter("KernelCompile") + counter("KernelDiskCacheHit");
 }
 
-// A constant no other graph of this process has used. Under the constant policy it is part of
-// the kernel program, so the program is new to the in-memory kernel cache (the disk cache
-// keeps it from one run to the next).
-double fresh_constant() {
-  static int next = 1;
-  return 1.0 + next++ * 0x1p-20;
-}
-
 class CodegenTest : public testing::Test, protected lt_test::Seeded {
  protected:
   // Native code from the first launch on (no tiering), so every check runs compiled kernels.
+  // Nothing compiled by an earlier test stays in memory: a test's first step obtains every
+  // kernel it runs from the native compiler (compiled or loaded from the disk cache).
   void SetUp() override {
     lt::set_kernel_compiler("native");
     lt::set_tiered_compilation(false);
     settle();
+    lt::clear_compile_caches();
     failures_ = counter("NativeCompileFailure");
   }
   void TearDown() override {
@@ -195,7 +189,7 @@ void check_outputs(const std::vector<Output>& outputs) {
 
 TEST_F(CodegenTest, EveryElementwiseOpMatchesTheReference) {
   // Not a multiple of the vector width: the loop's tail runs too.
-  const Shape shape{fresh_size() % 100 + 1001};
+  const Shape shape{1037};
   for (DType dtype : {DType::f32, DType::f64}) {
     SCOPED_TRACE(lt::dtype_name(dtype));
     const std::vector<Output> outputs = every_op(
@@ -235,7 +229,7 @@ TEST_F(CodegenTest, SpecialValuesMatchTheReference) {
 // Kernel identity leaves sizes out: a new shape is a new graph but no new kernel.
 TEST_F(CodegenTest, OneCompiledKernelServesEveryShape) {
   const lt_test::PolicyScope policy(lt::ScalarPolicy::constant);
-  const double c = fresh_constant();
+  const double c = 1.25;
   auto step = [&](const Shape& a_shape, const Shape& b_shape) {
     const Tensor a = uniform(a_shape, -1, 1, DType::f32);
     const Tensor b = uniform(b_shape, -1, 1, DType::f32);
@@ -247,12 +241,12 @@ TEST_F(CodegenTest, OneCompiledKernelServesEveryShape) {
 
   const int64_t graphs = counter("UncachedCompile");
   const int64_t kernels = native_kernels();
-  step({fresh_size()}, {1});
+  step({5001}, {1});
   EXPECT_EQ(counter("UncachedCompile") - graphs, 1);
   EXPECT_EQ(native_kernels() - kernels, 1);
   const size_t cached = lt::kernel_cache_entries();
 
-  const int64_t rows = fresh_size();
+  const int64_t rows = 1001;
   step({rows, 3}, {rows, 3});
   step({rows, 3}, {3});  // a broadcast operand: gathered, the same kernel
   EXPECT_EQ(counter("UncachedCompile") - graphs, 3);
@@ -263,7 +257,7 @@ TEST_F(CodegenTest, OneCompiledKernelServesEveryShape) {
 // Scalars are kernel arguments: any value, NaN and huge ones included, runs the same code.
 TEST_F(CodegenTest, ScalarArgumentsNeverRecompile) {
   const lt_test::PolicyScope policy(lt::ScalarPolicy::argument);
-  const Shape shape{fresh_size()};
+  const Shape shape{5001};
   const Tensor x32 = uniform(shape, -1, 1, DType::f32);
   const Tensor z32 = uniform(shape, -1, 1, DType::f32);
   const Tensor x64 = uniform(shape, -1, 1, DType::f64);
@@ -297,7 +291,7 @@ TEST_F(CodegenTest, ScalarArgumentsNeverRecompile) {
 
 // In-place updates write into the buffers they replace, even when an operand is gathered.
 TEST_F(CodegenTest, InPlaceKernelsWriteDonatedBuffersCorrectly) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   Tensor p = uniform({n}, -1, 1, DType::f32);
   Tensor m = uniform({n}, -1, 1, DType::f32);
   const Tensor g = uniform({n}, -1, 1, DType::f32);
@@ -329,7 +323,7 @@ TEST_F(CodegenTest, InPlaceKernelsWriteDonatedBuffersCorrectly) {
 
 // Reductions fold the values a native kernel computes from their producers.
 TEST_F(CodegenTest, NativeReductionsMatchTheReference) {
-  const int64_t rows = fresh_size() % 50 + 3;
+  const int64_t rows = 29;
   const Tensor x = uniform({rows, 77}, -2, 2, DType::f32);
   const Tensor y = uniform({rows, 77}, -2, 2, DType::f32);
   const std::vector<Tensor> outputs = {(x * y + 1.0).sum({1}), (x - y).norm(),
@@ -417,7 +411,7 @@ void expect_sample_kernel_works(const lt::compiler::CompiledKernel& kernel, doub
 }
 
 TEST_F(CodegenTest, CompiledSourceRunsInPlace) {
-  const double c = fresh_constant();
+  const double c = 1.25;
   const KernelProgram program = sample_program(c);
   const auto kernels = lt::compiler::compile_native({&program}, native_options());
   ASSERT_EQ(kernels.size(), 1u);
@@ -431,7 +425,7 @@ TEST_F(CodegenTest, DiskCacheServesTheSameSourceAgain) {
   const Restore restore([dir = lt::kernel_cache_dir()] { lt::set_kernel_cache_dir(dir); });
   const TempDir first;
   const TempDir second;
-  const double c = fresh_constant();
+  const double c = 1.25;
   const KernelProgram program = sample_program(c);
 
   lt::set_kernel_cache_dir(first.path().string());
@@ -465,8 +459,8 @@ TEST_F(CodegenTest, KernelCacheDirSetAtRunTimeIsUsed) {
   lt::set_kernel_cache_dir(dir.path().string());
   lt::set_scalar_policy(lt::ScalarPolicy::constant);
   const int64_t compiles = counter("KernelCompile");
-  const Tensor a = uniform({fresh_size()}, -1, 1, DType::f32);
-  const Tensor y = a * fresh_constant();
+  const Tensor a = uniform({5001}, -1, 1, DType::f32);
+  const Tensor y = a * 1.25;
   const std::vector<double> want = lt::reference::evaluate(y);
   lt::mark_step();
   expect_same(y.to_vector<double>(), want, kF32);
@@ -488,8 +482,8 @@ TEST_F(CodegenTest, TinyDiskCacheStillLoadsTheNewKernel) {
   lt::set_kernel_cache_bytes(1);
   lt::set_scalar_policy(lt::ScalarPolicy::constant);
   const int64_t compiles = counter("KernelCompile");
-  const Tensor a = uniform({fresh_size()}, -1, 1, DType::f32);
-  const Tensor y = a * fresh_constant();
+  const Tensor a = uniform({5001}, -1, 1, DType::f32);
+  const Tensor y = a * 1.25;
   const std::vector<double> want = lt::reference::evaluate(y);
   lt::mark_step();
   expect_same(y.to_vector<double>(), want, kF32);
@@ -499,8 +493,8 @@ TEST_F(CodegenTest, TinyDiskCacheStillLoadsTheNewKernel) {
 // Choosing the native compiler applies to graphs compiled before the switch as well.
 TEST_F(CodegenTest, SwitchingToNativeAppliesToCachedGraphs) {
   const lt_test::PolicyScope policy(lt::ScalarPolicy::constant);
-  const double c = fresh_constant();
-  Tensor p = uniform({fresh_size()}, -1, 1, DType::f32);
+  const double c = 1.25;
+  Tensor p = uniform({5001}, -1, 1, DType::f32);
   std::vector<double> want = p.to_vector<double>();
   settle();
 

@@ -96,6 +96,7 @@ TEST_F(DeviceTest, EachDeviceAccountsForItsOwnMemory) {
 // CUDA one, which is how a new backend plugs in.
 TEST_F(DeviceTest, ARegisteredBackendServesItsDeviceType) {
   lt::backend::register_backend(DeviceType::cuda, lt::backend::cpu::make_backend);
+  const lt_test::Restore restore([] { lt::backend::unregister_backend(DeviceType::cuda); });
   const Device cuda{DeviceType::cuda, 0};
   const lt::DeviceGuard guard(cuda);
   const std::vector<float> x0 = values(10);

@@ -19,7 +19,6 @@ namespace {
 using lt_test::counter;
 using lt_test::elementwise;
 using lt_test::expect_close;
-using lt_test::fresh_size;
 using lt_test::Restore;
 using lt_test::settle;
 using lt_test::Tol;
@@ -34,7 +33,7 @@ constexpr Tol kF32{1e-5, 1e-5};
 class GraphExecutorTest : public lt_test::EngineTest {};
 
 TEST_F(GraphExecutorTest, RepeatedStepCompilesOnce) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> pv = values(n);
   const std::vector<float> av = values(n);
   const std::vector<float> bv = values(n, 0.5, 2);
@@ -63,8 +62,8 @@ TEST_F(GraphExecutorTest, RepeatedStepCompilesOnce) {
 }
 
 TEST_F(GraphExecutorTest, ChangedShapeRecompiles) {
-  const int64_t n = fresh_size();
-  const int64_t m = fresh_size();
+  const int64_t n = 1000;
+  const int64_t m = 3000;
   Tensor small = lt::from_vector(values(n), {n});
   Tensor large = lt::from_vector(values(m), {m});
   settle();
@@ -92,7 +91,7 @@ TEST_F(GraphExecutorTest, ChangedShapeRecompiles) {
 // "Scalar policies").
 TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {
   const lt_test::PolicyScope policy(lt::ScalarPolicy::argument);
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> pv = values(n);
   const std::vector<float> av = values(n);
   Tensor p = lt::from_vector(pv, {n});
@@ -117,7 +116,7 @@ TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {
 // The contrast: baked-in constants recompile for every new value and hit for a repeated one.
 TEST_F(GraphExecutorTest, ConstantScalarsRecompilePerValue) {
   const lt_test::PolicyScope policy(lt::ScalarPolicy::constant);
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> pv = values(n);
   const std::vector<float> av = values(n);
   Tensor p = lt::from_vector(pv, {n});
@@ -137,7 +136,7 @@ TEST_F(GraphExecutorTest, ConstantScalarsRecompilePerValue) {
 }
 
 TEST_F(GraphExecutorTest, StepsInFlightGiveTheRightValue) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> pv = values(n);
   const std::vector<float> av = values(n);
   Tensor p = lt::from_vector(pv, {n});
@@ -158,7 +157,7 @@ TEST_F(GraphExecutorTest, StepsInFlightGiveTheRightValue) {
 }
 
 TEST_F(GraphExecutorTest, DeadTensorsAreNotComputed) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> av = values(n);
   const Tensor a = lt::from_vector(av, {n});
   settle();
@@ -179,7 +178,7 @@ TEST_F(GraphExecutorTest, DeadTensorsAreNotComputed) {
 }
 
 TEST_F(GraphExecutorTest, MarkStepWithNothingPendingDoesNothing) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const Tensor a = lt::from_vector(values(n), {n});
   const Tensor b = a * 2.0;
   settle();  // computes b
@@ -198,7 +197,7 @@ TEST_F(GraphExecutorTest, MarkStepWithNothingPendingDoesNothing) {
 }
 
 TEST_F(GraphExecutorTest, ReadingAPendingTensorComputesIt) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> av = values(n);
   const std::vector<float> bv = values(n);
   const Tensor a = lt::from_vector(av, {n});
@@ -215,7 +214,7 @@ TEST_F(GraphExecutorTest, ReadingAPendingTensorComputesIt) {
 }
 
 TEST_F(GraphExecutorTest, EveryReadCountsATransferFromDevice) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const Tensor a = lt::from_vector(values(n), {n});
   const Tensor total = a.sum();
   settle();
@@ -229,7 +228,7 @@ TEST_F(GraphExecutorTest, EveryReadCountsATransferFromDevice) {
 }
 
 TEST_F(GraphExecutorTest, FromVectorUploadsAsynchronously) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   std::vector<float> source = values(n);
   const std::vector<float> original = source;
   const Tensor a = lt::from_vector(source, {n});
@@ -243,7 +242,7 @@ TEST_F(GraphExecutorTest, FromVectorUploadsAsynchronously) {
 }
 
 TEST_F(GraphExecutorTest, WaitDeviceOpsFinishesLaunchedSteps) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> pv = values(n);
   Tensor p = lt::from_vector(pv, {n});
   settle();
@@ -259,7 +258,7 @@ TEST_F(GraphExecutorTest, WaitDeviceOpsFinishesLaunchedSteps) {
 
 // Two handles to one tensor behave like two Python references to one torch.Tensor.
 TEST_F(GraphExecutorTest, CopiedHandlesShareInPlaceUpdates) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> av = values(n);
   Tensor a = lt::from_vector(av, {n});
   settle();
@@ -280,7 +279,7 @@ TEST_F(GraphExecutorTest, CopiedHandlesShareInPlaceUpdates) {
 }
 
 TEST_F(GraphExecutorTest, CloneIsIndependent) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> av = values(n);
   Tensor a = lt::from_vector(av, {n});
   settle();
@@ -345,7 +344,7 @@ TEST_F(GraphExecutorTest, ReductionAndInPlaceUpdateInOneStep) {
 
 // An optimizer-style update writes into the buffer it replaces and allocates nothing.
 TEST_F(GraphExecutorTest, InPlaceStepDonatesTheOldBuffer) {
-  const int64_t n = fresh_size();
+  const int64_t n = 5001;
   const std::vector<float> pv = values(n);
   const std::vector<float> gv = values(n);
   Tensor p = lt::from_vector(pv, {n});
@@ -367,10 +366,7 @@ TEST_F(GraphExecutorTest, CompileCacheEvictsBeyondItsSize) {
   const Restore restore([size = lt::compile_cache_size()] { lt::set_compile_cache_size(size); });
   lt::set_compile_cache_size(2);
   std::vector<Tensor> ts;
-  for (int i = 0; i < 3; ++i) {
-    const int64_t n = fresh_size();
-    ts.push_back(lt::from_vector(values(n), {n}));
-  }
+  for (const int64_t n : {1000, 2000, 3000}) ts.push_back(lt::from_vector(values(n), {n}));
   settle();
 
   // Three graphs through a cache of two: the first is gone when it comes back.
@@ -391,8 +387,8 @@ TEST_F(GraphExecutorTest, CompileCacheEvictsBeyondItsSize) {
 }
 
 TEST_F(GraphExecutorTest, CompilesPerStepHasOneEntryPerLaunchingStep) {
-  const int64_t n = fresh_size();
-  const int64_t m = fresh_size();
+  const int64_t n = 1000;
+  const int64_t m = 3000;
   Tensor x = lt::from_vector(values(n), {n});
   Tensor y = lt::from_vector(values(m), {m});
   settle();

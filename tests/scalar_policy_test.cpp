@@ -19,7 +19,6 @@ namespace {
 using lt_test::counter;
 using lt_test::expect_close;
 using lt_test::finish_or_exit;
-using lt_test::fresh_size;
 using lt_test::settle;
 using lt_test::Tol;
 using lt_test::widen;
@@ -44,10 +43,11 @@ double fresh_value() {
 }
 
 // Every test updates p in place with p.addcdiv_(a, b, value), one step per value.
-class ScalarPolicyTest : public testing::Test, protected lt_test::Seeded {
+class ScalarPolicyTest : public lt_test::EngineTest {
  protected:
   void SetUp() override {
-    const int64_t n = fresh_size();
+    lt_test::EngineTest::SetUp();
+    const int64_t n = 5001;
     const std::vector<float> pv = values(n);
     av_ = widen(values(n));
     bv_ = widen(values(n, 0.5, 2));

@@ -142,13 +142,6 @@ inline testing::Environment* use_interpreter() {
   return testing::AddGlobalTestEnvironment(new InterpreterEnvironment);
 }
 
-// A size no earlier graph in this process has used, so that a test's first compile is a cache
-// miss whatever ran before it (other tests, or an earlier --gtest_repeat round).
-inline int64_t fresh_size() {
-  static int64_t next = 5000;
-  return next++;
-}
-
 // Finishes everything launched so far and zeroes the counters, so that a test counts only what
 // follows.
 inline void settle() {
@@ -203,10 +196,15 @@ class Seeded {
   testing::ScopedTrace trace_{__FILE__, __LINE__, "LT_TEST_SEED=" + std::to_string(seed_)};
 };
 
-// A seeded test that starts with nothing launched or pending and with the counters at zero.
+// A seeded test that starts with nothing launched or pending, with the counters at zero and with
+// no compiled graph or kernel in memory: its first step compiles as a process's first step does,
+// whatever ran before it (other tests, or an earlier --gtest_repeat round).
 class EngineTest : public testing::Test, protected Seeded {
  protected:
-  void SetUp() override { settle(); }
+  void SetUp() override {
+    settle();
+    lt::clear_compile_caches();
+  }
 };
 
 }  // namespace lt_test

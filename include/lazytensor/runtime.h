@@ -9,13 +9,14 @@ namespace lt {
 
 class Tensor;
 
-// Cuts the trace: every live tensor with a pending computation becomes an output of one
-// graph, which is compiled (or found in the compile cache by its structure) and launched on
-// the device stream. Returns without waiting for the device. Dead tensors are never computed;
-// with nothing pending it does nothing.
+// Cuts the trace: every live tensor with a pending computation, traced on any thread, becomes
+// an output of one graph per device, which is compiled (or found in the compile cache by its
+// structure) and launched on that device's stream. Returns without waiting for the device.
+// Dead tensors are never computed; with nothing pending it does nothing. Safe to call from any
+// thread, also while other threads trace (an op happens wholly before or after a cut).
 void mark_step();
-// Blocks until every launched computation and transfer has finished. Throws lt::Error if one
-// of them failed since the last wait (the failed tensors also throw when read).
+// Blocks until every launched computation and transfer on every device has finished. Throws
+// lt::Error if one of them failed since the last wait (the failed tensors also throw when read).
 void wait_device_ops();
 
 // A marker in the device stream, like a CUDA event: it completes when all work launched
@@ -34,6 +35,7 @@ class DeviceEvent {
  private:
   std::shared_ptr<State> state_;
 };
+// An event on the default device's stream.
 DeviceEvent record_event();
 
 // How a plain number passed to an op reaches the device (README.md, "Scalar policies").
@@ -81,7 +83,8 @@ void set_max_kernel_ops(size_t ops);
 // A loop that never calls mark_step() grows one graph without bound. Past `nodes` live IR
 // nodes (LT_GRAPH_WARN_NODES, default 1,000,000) a warning says so once on stderr; past
 // LT_AUTO_CUT_NODES (default 4,000,000; 0: never) the next op cuts the graph as mark_step()
-// would. A cut changes no value, only where the step boundaries are.
+// would. A cut changes no value, only where the step boundaries are. Setting the warning's
+// threshold lets it be given once more.
 void set_graph_warn_nodes(size_t nodes);
 void set_auto_cut_nodes(size_t nodes);
 // IR nodes alive now, over all threads.

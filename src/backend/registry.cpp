@@ -36,6 +36,13 @@ void register_backend(DeviceType type, BackendFactory factory) {
   r.factories[type] = std::move(factory);
 }
 
+void unregister_backend(DeviceType type) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories.erase(type);
+  for (auto& backend : r.backends[static_cast<size_t>(type)]) backend.store(nullptr);
+}
+
 Backend& backend_for(const Device& device) {
   Registry& r = registry();
   const auto type = static_cast<size_t>(device.type);

@@ -15,6 +15,9 @@ using BackendFactory = std::function<std::unique_ptr<Backend>(int index)>;
 
 // Replaces any factory for `type`. The CPU backend is registered from the start.
 void register_backend(DeviceType type, BackendFactory factory);
+// Stops serving `type` (for tests). Backends already created stay alive, since buffers may
+// still point into them, and wait_device_ops() still waits for them.
+void unregister_backend(DeviceType type);
 // Throws lt::Error naming the device when no backend serves it.
 Backend& backend_for(const Device& device);
 // Every backend created so far.

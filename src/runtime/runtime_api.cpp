@@ -7,6 +7,7 @@
 #include "runtime/config.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
+#include "runtime/trace_lock.h"
 
 namespace lt {
 
@@ -146,6 +147,7 @@ void set_max_kernel_ops(size_t ops) {
 }
 void set_graph_warn_nodes(size_t nodes) {
   runtime::config().graph_warn_nodes = nodes;
+  runtime::rearm_graph_growth_warning();
 }
 void set_auto_cut_nodes(size_t nodes) {
   runtime::config().auto_cut_nodes = nodes;

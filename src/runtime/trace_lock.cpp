@@ -97,6 +97,10 @@ void check_graph_growth() {
 
 }  // namespace
 
+void rearm_graph_growth_warning() {
+  g_warned = false;
+}
+
 TraceScope::TraceScope() {
   if (t_trace_depth > 0 || t_cutting) {
     ++t_trace_depth;  // nested in an op, or an op run by a cut: the lock is held already

@@ -19,6 +19,9 @@ class TraceScope {
   TraceScope& operator=(const TraceScope&) = delete;
 };
 
+// Lets the graph-growth warning be given once more (a new threshold was set).
+void rearm_graph_growth_warning();
+
 // Held by a graph cut. Throws lt::Error naming `op` when this thread is inside an op (it
 // would wait for itself).
 class CutScope {
