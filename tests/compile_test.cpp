@@ -75,6 +75,31 @@ TEST_F(CompileTest, LongChainsBecomeKernelsOfBoundedLength) {
   lt_test::expect_close(c.out.to_vector<double>(), c.want, {1e-6, 1e-6});
 }
 
+// Each value passed from one cut of a chain to the next lives only until the next cut has
+// read it, so device memory does not grow with the length of the chain.
+TEST_F(CompileTest, LongChainsHoldFewTemporariesAtATime) {
+  lt::set_max_kernel_ops(20);
+  constexpr int64_t kElements = 1 << 18;  // 1 MiB of f32
+  const std::vector<float> x0 = values(kElements);
+  Tensor x = lt::from_vector(x0, {kElements});
+  lt::mark_step();
+  lt::wait_device_ops();
+  lt::reset_peak_device_memory();
+  const int64_t before = lt::device_memory_stats().bytes_in_use;
+  for (int i = 0; i < 1000; ++i) x = x.mul(0.5).add(0.5);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_GE(lt::last_step_stats().launches, 2000 / 20);
+  // The input, the output and a few temporaries at once; 100 at once before lifetimes.
+  EXPECT_LE(lt::device_memory_stats().peak_bytes - before, 4 * kElements * 4);
+  const std::vector<double> got = x.to_vector<double>();
+  for (int64_t i = 0; i < kElements; i += 4099) {
+    float want = x0[i];
+    for (int k = 0; k < 1000; ++k) want = want * 0.5f + 0.5f;
+    ASSERT_EQ(got[i], want) << i;
+  }
+}
+
 // A reduction whose producers would make a program longer than the bound reads them from
 // memory instead.
 TEST_F(CompileTest, ReductionsOfLongChainsAreBoundedToo) {

@@ -30,6 +30,7 @@ class IrTest : public lt_test::EngineTest {
     lt::set_auto_cut_nodes(0);  // these tests want the whole chain in one graph
     lt::set_graph_warn_nodes(0);
   }
+  // The defaults of runtime.h (the tests' environment sets neither variable).
   void TearDown() override {
     lt::set_auto_cut_nodes(4'000'000);
     lt::set_graph_warn_nodes(1'000'000);

@@ -21,7 +21,7 @@ class ThreadsTest : public lt_test::EngineTest {};
 TEST_F(ThreadsTest, FourThreadsTracingAndCuttingComputeTheRightValues) {
   constexpr int kThreads = 4, kIters = 200, kRounds = 5;
   for (int round = 0; round < kRounds; ++round) {
-    std::vector<double> results(kThreads, 0);
+    std::vector<std::vector<double>> results(kThreads);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&results, t] {
@@ -30,12 +30,13 @@ TEST_F(ThreadsTest, FourThreadsTracingAndCuttingComputeTheRightValues) {
           x = x.mul(1.0).add(1.0);
           if (i % 10 == 0) lt::mark_step();
         }
-        results[t] = x.to_vector<double>()[7];
+        results[t] = x.to_vector<double>();
       });
     }
     for (std::thread& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t) {
-      EXPECT_EQ(results[t], 1.0 + kIters) << "thread " << t << ", round " << round;
+      EXPECT_EQ(results[t], std::vector<double>(16, 1.0 + kIters))
+          << "thread " << t << ", round " << round;
     }
   }
 }
@@ -124,7 +125,7 @@ TEST_F(ThreadsTest, ReadsWhileOtherThreadsTraceSeeConsistentValues) {
   Tensor y = lt::zeros({8});
   for (int i = 1; i <= 100; ++i) {
     y = y.add(3.0);
-    ASSERT_EQ(y.to_vector<double>()[5], 3.0 * i);
+    ASSERT_EQ(y.to_vector<double>(), std::vector<double>(8, 3.0 * i));
   }
   stop = true;
   for (std::thread& th : tracers) th.join();

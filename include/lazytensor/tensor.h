@@ -163,6 +163,8 @@ Tensor from_vector(std::initializer_list<T> values, const Shape& shape) {
 // each, any nonzero byte meaning true), copied before the call returns.
 Tensor from_host(const void* data, const Shape& shape, DType dtype);
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+// Zeros of t's shape and dtype on t's device, as torch.zeros_like.
+Tensor zeros_like(const Tensor& t);
 Tensor ones(const Shape& shape, DType dtype = DType::f32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
 // Uniform on [0, 1) and standard normal; the same seed gives the same values everywhere.

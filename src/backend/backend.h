@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backend/buffer.h"
+#include "compiler/compiled_kernel.h"
+#include "compiler/fusion.h"
 #include "ir/graph.h"
 #include "lazytensor/runtime.h"
 
@@ -24,6 +26,12 @@ class Executable {
   std::vector<std::vector<int>> donation_candidates;
   int64_t num_kernels = 0;
   int64_t num_launches = 0;
+};
+
+// What the runtime hands a backend's compiler: the backend reads no settings of its own.
+struct CompileOptions {
+  compiler::FusionOptions fusion;
+  compiler::KernelCompileOptions kernels;
 };
 
 struct ExecutionArgs {
@@ -50,7 +58,8 @@ class Backend {
   // Waits for src's value, then copies it to host memory. Throws if src failed.
   virtual void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) = 0;
 
-  virtual std::shared_ptr<Executable> compile(const ir::Graph& graph) = 0;
+  virtual std::shared_ptr<Executable> compile(const ir::Graph& graph,
+                                              const CompileOptions& options) = 0;
   virtual void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) = 0;
   // Enqueues a marker that records when the stream reaches it.
   virtual DeviceEvent record_event() = 0;

@@ -14,12 +14,13 @@ namespace {
 
 // Devices per type the registry can hold; far more than a machine has.
 constexpr int kMaxDevices = 64;
+constexpr size_t kDeviceTypes = static_cast<size_t>(DeviceType::cuda) + 1;
 
 struct Registry {
   std::mutex mu;
   std::map<DeviceType, BackendFactory> factories{{DeviceType::cpu, cpu::make_backend}};
   // Lock-free lookups after creation: the hot paths (every upload, read and cut) ask.
-  std::atomic<Backend*> backends[2][kMaxDevices] = {};
+  std::atomic<Backend*> backends[kDeviceTypes][kMaxDevices] = {};
   std::vector<Backend*> created;
 };
 
@@ -46,7 +47,7 @@ void unregister_backend(DeviceType type) {
 Backend& backend_for(const Device& device) {
   Registry& r = registry();
   const auto type = static_cast<size_t>(device.type);
-  if (type >= 2 || device.index < 0 || device.index >= kMaxDevices) {
+  if (type >= kDeviceTypes || device.index < 0 || device.index >= kMaxDevices) {
     throw Error("device " + device.str() + ": no such device");
   }
   if (Backend* backend = r.backends[type][device.index].load(std::memory_order_acquire)) {

@@ -26,6 +26,12 @@ std::string cast(DType dtype, const std::string& value) {
   return std::string(kernel_dtype(dtype).c_cast) + "(" + value + ")";
 }
 
+std::string number(DType dtype, const std::string& value) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  if (!info.wide_register) return cast(dtype, value);
+  return "static_cast<" + std::string(info.c_register) + ">(" + value + ")";
+}
+
 std::string literal(double value) {
   if (std::isnan(value)) return "__builtin_nan(\"\")";
   if (std::isinf(value)) return value > 0 ? "__builtin_inf()" : "-__builtin_inf()";
@@ -59,11 +65,12 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
     const std::string decl =
         "const " + std::string(info.c_register) + " " + reg(static_cast<int32_t>(r)) + " = ";
     switch (instr.kind) {
+      // Numbers at register precision when registers are wider (bf16 ops take f32 numbers).
       case InstrKind::Scalar:
-        out += "  " + decl + cast(instr.dtype, "s[" + std::to_string(instr.index) + "]") + ";\n";
+        out += "  " + decl + number(instr.dtype, "s[" + std::to_string(instr.index) + "]") + ";\n";
         break;
       case InstrKind::Constant:
-        out += "  " + decl + cast(instr.dtype, literal(instr.constant)) + ";\n";
+        out += "  " + decl + number(instr.dtype, literal(instr.constant)) + ";\n";
         break;
       case InstrKind::Input: {
         const std::string element = "in" + std::to_string(instr.index) + "[i]";

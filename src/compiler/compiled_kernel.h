@@ -29,6 +29,7 @@ struct KernelCompileOptions {
   // Native kernels start interpreted and switch once their code is compiled in the
   // background, so no step waits for the system compiler. false: wait for it.
   bool tiered = true;
+  std::string cxx = "c++";   // the system compiler (LT_CXX)
   std::string cache_dir;     // shared objects on disk
   size_t cache_bytes = 0;    // their byte bound
   size_t cache_entries = 0;  // kernels kept in memory

@@ -20,12 +20,15 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
   for (size_t o = 0; o < graph.outputs.size(); ++o) {
     plan.slot_of[graph.outputs[o]] = plan.num_inputs + static_cast<int32_t>(o);
   }
+  uint32_t current_launch = 0;
   auto slot_for = [&](uint32_t node) {
-    if (plan.slot_of[node] < 0) {
+    if (plan.slot_of[node] < 0) {  // a temporary, first met where it is written
       const ir::Node& value = graph.node(node);
       plan.slot_of[node] =
           plan.num_inputs + plan.num_outputs + static_cast<int32_t>(plan.temp_bytes.size());
       plan.temp_bytes.push_back(value.shape.numel() * dtype_size(value.dtype));
+      plan.temp_first_launch.push_back(current_launch);
+      plan.temp_last_launch.push_back(current_launch);
     }
     return plan.slot_of[node];
   };
@@ -45,19 +48,23 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     plan.launches[it->second].kernels.push_back(static_cast<uint32_t>(k));
   }
 
-  // Slots in execution order, and who reads each input and writes each output.
+  // Slots in execution order, who reads each input and writes each output, and when each
+  // temporary is first written and last read.
+  const int first_temp = plan.num_inputs + plan.num_outputs;
   std::vector<int> reads(plan.num_inputs, 0);
   std::vector<int32_t> writer(plan.num_outputs, -1);  // kernel index
-  for (const PlannedLaunch& launch : plan.launches) {
-    for (uint32_t k : launch.kernels) {
+  for (uint32_t l = 0; l < plan.launches.size(); ++l) {
+    current_launch = l;
+    for (uint32_t k : plan.launches[l].kernels) {
       const Kernel& kernel = plan.kernels[k];
       for (uint32_t node : kernel.input_nodes) {
         const int slot = slot_for(node);
         if (slot < plan.num_inputs) ++reads[slot];
+        if (slot >= first_temp) plan.temp_last_launch[slot - first_temp] = l;
       }
       for (uint32_t node : kernel.output_nodes) {
         const int slot = slot_for(node);
-        if (slot >= plan.num_inputs && slot < plan.num_inputs + plan.num_outputs) {
+        if (slot >= plan.num_inputs && slot < first_temp) {
           writer[slot - plan.num_inputs] = static_cast<int32_t>(k);
         }
       }

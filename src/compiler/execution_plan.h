@@ -23,6 +23,10 @@ struct ExecutionPlan {
   int num_inputs = 0;
   int num_outputs = 0;
   std::vector<size_t> temp_bytes;
+  // Per temporary: the launch that writes it and the last launch that reads it. A temporary
+  // needs memory only in between, so a long chain cut into many kernels holds few at a time.
+  std::vector<uint32_t> temp_first_launch;
+  std::vector<uint32_t> temp_last_launch;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "compiler/compiled_kernel.h"
-#include "compiler/kernel_prelude.h"
 #include "ir/dtype_traits.h"
+#include "ir/kernel_prelude.h"
 #include "lazytensor/error.h"
 
 namespace lt::compiler {
@@ -104,10 +104,13 @@ void convert(const void* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = ElementTraits<To>::cast(in[i]);
 }
 
+// A number given to an op, in the op's registers: a dtype computed in wider registers (bf16 in
+// f32) takes the number at register precision, as PyTorch's ops take Python numbers.
 template <class T>
 void fill(void* dst, double value, int64_t n) {
   RegisterOf<T>* out = static_cast<RegisterOf<T>*>(dst);
-  const RegisterOf<T> v = ElementTraits<T>::cast(value);
+  const RegisterOf<T> v = std::is_same_v<RegisterOf<T>, T> ? ElementTraits<T>::cast(value)
+                                                           : static_cast<RegisterOf<T>>(value);
   for (int64_t i = 0; i < n; ++i) out[i] = v;
 }
 

@@ -51,7 +51,18 @@ class TieredKernel final : public CompiledKernel {
   std::atomic<const CompiledKernel*> native_{nullptr};
 };
 
-// Kernels waiting for one compiler process, and who waits for them.
+// The compiler command that failed, if one did: kernels stay interpreted while it is the one
+// asked for.
+std::mutex& broken_mu() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+std::string& broken_compiler() {
+  static std::string* command = new std::string();
+  return *command;
+}
+
+// Kernels waiting for one compiler process.
 struct CompileBatch {
   std::vector<std::shared_ptr<TieredKernel>> kernels;
   KernelCompileOptions options;
@@ -107,19 +118,24 @@ class CompileService {
     profiler::Scope span("compile native kernels", "compile");
     std::vector<const KernelProgram*> programs;
     for (const auto& kernel : batch.kernels) programs.push_back(&kernel->program());
+    std::string failure;
     try {
       std::vector<std::shared_ptr<CompiledKernel>> native = compile_native(programs, batch.options);
       for (size_t k = 0; k < native.size(); ++k) batch.kernels[k]->set_native(std::move(native[k]));
-    } catch (const Error& e) {
-      // A machine without a working compiler still runs, on the interpreter; say so once.
-      static std::atomic<bool> warned{false};
-      if (!warned.exchange(true)) {
-        std::fprintf(stderr,
-                     "lazytensor: native kernels unavailable, the interpreter runs them: %s\n",
-                     e.what());
-      }
-      metrics::counter("NativeCompileFailure").add();
+      return;
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "unknown error";
     }
+    // A machine without a working compiler still runs, on the interpreter: say so once, and
+    // start no more processes of that compiler, which would fail the same way.
+    metrics::counter("NativeCompileFailure").add();
+    std::lock_guard<std::mutex> lock(broken_mu());
+    if (broken_compiler() == batch.options.cxx) return;
+    broken_compiler() = batch.options.cxx;
+    std::fprintf(stderr, "lazytensor: native kernels unavailable, the interpreter runs them: %s\n",
+                 failure.c_str());
   }
 
   std::mutex mu_;
@@ -181,6 +197,10 @@ KernelCache& cache() {
 // compile thread, and submits them.
 void submit_native(std::vector<std::shared_ptr<TieredKernel>> kernels,
                    const KernelCompileOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(broken_mu());
+    if (broken_compiler() == options.cxx) return;
+  }
   size_t total = 0;
   for (const auto& kernel : kernels) total += kernel->program().instrs.size();
   const size_t batches = std::clamp<size_t>((total + kInstrsPerBatch - 1) / kInstrsPerBatch, 1,

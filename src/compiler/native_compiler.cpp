@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "compiler/compiled_kernel.h"
@@ -26,11 +27,6 @@ namespace {
 // -fno-math-errno lets sqrt vectorize (4x on AdamW); -march=native uses the host's vector
 // width. No -ffast-math: results must match the reference.
 constexpr const char* kFlags = "-std=c++17 -O3 -march=native -fno-math-errno -fPIC -shared -w";
-
-std::string compiler_command() {
-  const char* cxx = std::getenv("LT_CXX");
-  return std::string(cxx && *cxx ? cxx : "c++") + " " + kFlags;
-}
 
 struct SharedObject {
   void* handle = nullptr;
@@ -91,7 +87,7 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     symbols.push_back(name);
   }
   const std::string source = generate_source(programs, symbols);
-  const std::string command = compiler_command();
+  const std::string command = options.cxx + " " + kFlags;
   char stem[40];
   std::snprintf(stem, sizeof stem, "lt_%016llx",
                 static_cast<unsigned long long>(hash_string(command + "\n" + source)));
@@ -100,6 +96,10 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path so_path = dir / (std::string(stem) + ".so");
+  // Compiles run in parallel; finding, storing, loading and trimming files do not, so that
+  // one compile's trim never removes a file another is about to load.
+  static std::mutex disk_mu;
+  std::unique_lock<std::mutex> disk(disk_mu);
   if (fs::exists(so_path)) {
     metrics::counter("KernelDiskCacheHit").add();
     fs::last_write_time(so_path, fs::file_time_type::clock::now(), ec);  // recently used
@@ -118,7 +118,9 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     }
     const std::string cmd = command + " -o '" + tmp_path.string() + "' '" + src_path.string() +
                             "' > '" + log_path.string() + "' 2>&1";
+    disk.unlock();
     const int status = std::system(cmd.c_str());
+    disk.lock();
     const std::string log = read_file(log_path);
     fs::remove(src_path, ec);
     fs::remove(log_path, ec);

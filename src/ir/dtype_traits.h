@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "compiler/kernel_prelude.h"
+#include "ir/kernel_prelude.h"
 #include "lazytensor/dtype.h"
 
 namespace lt {

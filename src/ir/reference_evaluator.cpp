@@ -1,7 +1,7 @@
 // Evaluates a graph op by op in double precision with the op table's reference definitions. It
-// shares nothing with the compiler or the kernels (dtype_traits.h gives it only the dtype
-// facts) and reads no device memory (the caller reads the leaves), so tests can use it to
-// check them.
+// does not use the kernels' expressions or conversions (of dtype_traits.h it takes only the
+// dtype facts) and reads no device memory (the caller reads the leaves), so tests can use it to
+// check the kernels.
 #include "ir/reference_evaluator.h"
 
 #include <algorithm>
@@ -151,8 +151,12 @@ class Evaluator {
 
   Values leaf(uint32_t i) {
     const Node& node = graph_.node(i);
-    // A number given to an op holds what the device makes of it: the value in the node's dtype.
-    if (node.op != OpKind::DeviceData) return {convert(DType::f64, node.dtype, node.value)};
+    // A number given to an op holds what the device makes of it: the value in the node's dtype,
+    // or in its register type when that is wider (bf16 ops take f32 numbers, as PyTorch's).
+    if (node.op != OpKind::DeviceData) {
+      if (dtype_info(node.dtype).wide_register) return {static_cast<float>(node.value)};
+      return {convert(DType::f64, node.dtype, node.value)};
+    }
     if (input_of_[i] == kNone) {
       throw Error("reference::evaluate: node " + std::to_string(i) +
                   " reads device data but is not among the graph's inputs");

@@ -22,7 +22,7 @@ void AdamW::create_state() {
       State& s = state_[g][i];
       auto create = [&](Tensor& t) {
         if (t.defined()) return;
-        t = zeros(p.shape(), p.dtype());
+        t = zeros_like(p);
         created.push_back(t);
       };
       create(s.exp_avg);

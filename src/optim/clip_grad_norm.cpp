@@ -3,7 +3,7 @@
 namespace lt {
 
 Tensor clip_grad_norm_(std::vector<Tensor>& grads, double max_norm) {
-  if (grads.empty()) return zeros({});
+  if (grads.empty()) return zeros({});  // torch returns a rank-0 zero too
   const DType dtype = grads.front().dtype();
   Tensor total_sq;
   for (const Tensor& g : grads) {

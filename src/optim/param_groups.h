@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +45,14 @@ inline void materialize(const std::vector<Tensor>& tensors) {
   std::vector<std::shared_ptr<TensorImpl>> impls;
   impls.reserve(tensors.size());
   for (const Tensor& t : tensors) impls.push_back(t.impl());
-  runtime::sync_tensors(impls);
-  record_event().wait();
+  runtime::sync_tensors(impls, "optimizer state");
+  std::vector<Device> devices;
+  for (const Tensor& t : tensors) {
+    if (std::find(devices.begin(), devices.end(), t.device()) != devices.end()) continue;
+    devices.push_back(t.device());
+    const DeviceGuard on(t.device());
+    record_event().wait();
+  }
 }
 
 }  // namespace lt::optim

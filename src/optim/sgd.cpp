@@ -11,7 +11,7 @@ SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : groups_(std::move(groups)
     if (group.options.momentum == 0) continue;
     for (size_t i = 0; i < states.size(); ++i) {
       const Tensor& p = group.params[i];
-      states[i].momentum_buffer = zeros(p.shape(), p.dtype());
+      states[i].momentum_buffer = zeros_like(p);
       buffers.push_back(states[i].momentum_buffer);
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -37,67 +38,118 @@ ExecutorState& state() {
   return *s;
 }
 
-// Compiles (or finds) and launches the graph of `pending` (all on `device`).
-void run_graph(const std::vector<std::shared_ptr<TensorImpl>>& pending, const Device& device,
-               bool allow_donation) {
-  static metrics::Counter& cached_compiles = metrics::counter("CachedCompile");
-  static metrics::Counter& uncached_compiles = metrics::counter("UncachedCompile");
-  static metrics::Counter& donated = metrics::counter("DonatedBuffer");
-  static metrics::Timer& trace_time = metrics::timer("TraceTime");
-  static metrics::Timer& compile_time = metrics::timer("CompileTime");
-  const auto start = std::chrono::steady_clock::now();
-  double compile_seconds = 0;
-
-  ExecutorState& st = state();
-  std::vector<const ir::Node*> roots;
-  for (const auto& impl : pending) roots.push_back(impl->ir.get());
+// One device's part of a cut: its pending tensors, their graph and its executable.
+struct DeviceGraph {
+  Device device;
+  std::vector<std::shared_ptr<TensorImpl>> pending;
   ir::Graph graph;
   GraphSignature signature;
   std::vector<uint32_t> output_of_root;
-  // Executables are compiled for one device and hold kernels of one compiler: graphs for
-  // another device or compiler must not find them.
-  const uint64_t target = (config().kernel_compiler() == "native" ? 1 : 2) |
-                          static_cast<uint64_t>(device.type) << 8 |
-                          static_cast<uint64_t>(device.index) << 16;
-  build_graph(roots, target, graph, signature, output_of_root);
+  std::shared_ptr<backend::Executable> executable;
+  bool compiled = false;
+  double compile_seconds = 0;
+};
 
-  backend::Backend& backend = backend_of(device);
-  std::shared_ptr<backend::Executable> exe = st.cache.find(signature);
-  int64_t compiles_now = 0;
-  if (exe) {
-    cached_compiles.add();
-  } else {
-    const auto compile_start = std::chrono::steady_clock::now();
-    profiler::Scope compile_span("compile", "compile");
-    exe = backend.compile(graph);
-    compile_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
-    compile_time.record(compile_seconds);
-    uncached_compiles.add();
-    compiles_now = 1;
-    if (st.compiles > 0) {
-      const GraphSignature* near = st.cache.nearest(signature);
-      st.last_recompile_reason =
-          "compile #" + std::to_string(st.compiles + 1) + " at step " +
-          std::to_string(st.steps + 1) + ": " +
-          (near ? "nearest cached graph differs at " + describe_difference(signature, *near)
-                : std::string("the compile cache is empty (evicted)"));
-      if (config().debug) {
-        std::string per_step;
-        for (const auto& [steps, compiles] : st.compile_runs) {
-          per_step +=
-              std::to_string(compiles) + (steps > 1 ? " x" + std::to_string(steps) : "") + " ";
-        }
-        std::fprintf(stderr, "lazytensor: %s\nlazytensor: compiles per step so far: %s\n",
-                     st.last_recompile_reason.c_str(), per_step.c_str());
-      }
+// What the compiler is told, read from the settings once per cut: the graph's cache key and
+// its executable then agree on it even if a setting changes meanwhile.
+backend::CompileOptions compile_options() {
+  const Config& c = config();
+  backend::CompileOptions options;
+  options.fusion.max_kernel_ops = c.max_kernel_ops;
+  options.kernels.native = c.kernel_compiler() == "native";
+  options.kernels.tiered = c.tiered_compilation;
+  options.kernels.cache_dir = c.kernel_cache_dir();
+  options.kernels.cache_bytes = c.kernel_cache_bytes;
+  options.kernels.cache_entries = c.kernel_cache_size;
+  const char* cxx = std::getenv("LT_CXX");
+  if (cxx && *cxx) options.kernels.cxx = cxx;
+  return options;
+}
+
+// Tensors whose value is already device data (e.g. t.copy_(u) of a computed u) just share it;
+// the others make one graph per device.
+std::vector<DeviceGraph> collect_device_graphs(
+    const std::vector<std::shared_ptr<TensorImpl>>& tensors,
+    const backend::CompileOptions& options) {
+  std::vector<DeviceGraph> out;
+  for (const auto& impl : tensors) {
+    if (!impl->ir) continue;
+    if (impl->ir->op == ir::OpKind::DeviceData) {
+      impl->set_data(impl->ir->data);
+      continue;
     }
-    ++st.compiles;
-    st.cache.insert(signature, exe);
+    auto group = std::find_if(out.begin(), out.end(),
+                              [&](const DeviceGraph& g) { return g.device == impl->device; });
+    if (group == out.end()) {
+      group = out.insert(out.end(), DeviceGraph{});
+      group->device = impl->device;
+    }
+    group->pending.push_back(impl);
   }
+  for (DeviceGraph& g : out) {
+    std::vector<const ir::Node*> roots;
+    for (const auto& impl : g.pending) roots.push_back(impl->ir.get());
+    // Executables are compiled for one device, with one kernel compiler and kernel length:
+    // graphs for another must not find them.
+    const uint64_t target = (options.kernels.native ? 1 : 2) |
+                            static_cast<uint64_t>(g.device.type) << 8 |
+                            static_cast<uint64_t>(g.device.index) << 16 |
+                            static_cast<uint64_t>(options.fusion.max_kernel_ops) << 32;
+    build_graph(roots, target, g.graph, g.signature, g.output_of_root);
+  }
+  return out;
+}
 
+// Finds the graph's executable in the compile cache or compiles it. Rebinds nothing, so a
+// compile that throws leaves every tensor of the cut pending.
+void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
+  static metrics::Counter& cached_compiles = metrics::counter("CachedCompile");
+  static metrics::Counter& uncached_compiles = metrics::counter("UncachedCompile");
+  static metrics::Timer& compile_time = metrics::timer("CompileTime");
+  ExecutorState& st = state();
+  if ((g.executable = st.cache.find(g.signature))) {
+    cached_compiles.add();
+    return;
+  }
+  const auto compile_start = std::chrono::steady_clock::now();
+  {
+    profiler::Scope compile_span("compile", "compile");
+    g.executable = backend_of(g.device).compile(g.graph, options);
+  }
+  g.compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
+  g.compiled = true;
+  compile_time.record(g.compile_seconds);
+  uncached_compiles.add();
+  if (st.compiles > 0) {
+    const GraphSignature* near = st.cache.nearest(g.signature);
+    st.last_recompile_reason =
+        "compile #" + std::to_string(st.compiles + 1) + " at step " + std::to_string(st.steps + 1) +
+        ": " +
+        (near ? "nearest cached graph differs at " + describe_difference(g.signature, *near)
+              : std::string("the compile cache is empty (evicted)"));
+    if (config().debug) {
+      std::string per_step;
+      for (const auto& [steps, compiles] : st.compile_runs) {
+        per_step +=
+            std::to_string(compiles) + (steps > 1 ? " x" + std::to_string(steps) : "") + " ";
+      }
+      std::fprintf(stderr, "lazytensor: %s\nlazytensor: compiles per step so far: %s\n",
+                   st.last_recompile_reason.c_str(), per_step.c_str());
+    }
+  }
+  ++st.compiles;
+  st.cache.insert(g.signature, g.executable);
+}
+
+// Picks the output buffers, rebinds the tensors to their future values and launches. Returns
+// the number of donated buffers.
+int64_t launch(DeviceGraph& g, int64_t step, bool allow_donation) {
+  const ir::Graph& graph = g.graph;
+  const backend::Executable& exe = *g.executable;
+  backend::Backend& backend = backend_of(g.device);
   backend::ExecutionArgs args;
-  args.step = st.steps + 1;
+  args.step = step;
   args.inputs.reserve(graph.inputs.size());
   for (uint32_t i : graph.inputs) args.inputs.push_back(graph.node(i).data->buffer);
   args.scalars.reserve(graph.scalars.size());
@@ -112,7 +164,7 @@ void run_graph(const std::vector<std::shared_ptr<TensorImpl>>& pending, const De
     for (size_t o = 0; o < graph.outputs.size(); ++o) {
       const ir::Node& node = graph.node(graph.outputs[o]);
       backend::BufferPtr buffer;
-      for (int candidate : exe->donation_candidates[o]) {
+      for (int candidate : exe.donation_candidates[o]) {
         const DeviceData& data = *graph.node(graph.inputs[candidate]).data;
         if (allow_donation && !taken[candidate] && data.holders.load() == 0 &&
             !data.buffer->failed()) {
@@ -138,58 +190,63 @@ void run_graph(const std::vector<std::shared_ptr<TensorImpl>>& pending, const De
     }
     backend.report_failure(failure);
   }
-  donated.add(donations);
 
   std::vector<DeviceDataPtr> results(graph.outputs.size());
   for (size_t o = 0; o < graph.outputs.size(); ++o) {
     const ir::Node& node = graph.node(graph.outputs[o]);
-    results[o] = std::make_shared<DeviceData>(node.shape, node.dtype, device, args.outputs[o]);
+    results[o] = std::make_shared<DeviceData>(node.shape, node.dtype, g.device, args.outputs[o]);
   }
-  for (size_t r = 0; r < pending.size(); ++r) pending[r]->set_data(results[output_of_root[r]]);
+  for (size_t r = 0; r < g.pending.size(); ++r) {
+    g.pending[r]->set_data(results[g.output_of_root[r]]);
+  }
+  if (failure.empty()) backend.execute(g.executable, std::move(args));
+  return donations;
+}
 
-  st.last_stats = StepStats{};
-  st.last_stats.step = ++st.steps;
-  st.last_stats.graph_nodes = static_cast<int64_t>(graph.nodes.size());
-  st.last_stats.outputs = static_cast<int64_t>(graph.outputs.size());
-  st.last_stats.inputs = static_cast<int64_t>(graph.inputs.size());
-  st.last_stats.scalar_args = static_cast<int64_t>(graph.scalars.size());
-  st.last_stats.kernels = exe->num_kernels;
-  st.last_stats.launches = exe->num_launches;
-  st.last_stats.donated_buffers = donations;
-  st.last_stats.cache_hit = compiles_now == 0;
+// A cut, in phases: collect each device's graph, find or compile every executable (nothing
+// rebound yet), then launch them all, and count the cut as one step.
+void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool allow_donation) {
+  static metrics::Counter& mark_steps = metrics::counter("MarkStep");
+  static metrics::Counter& donated = metrics::counter("DonatedBuffer");
+  static metrics::Timer& trace_time = metrics::timer("TraceTime");
+  const auto start = std::chrono::steady_clock::now();
+  profiler::Scope span(allow_donation ? "mark_step" : "sync for read", "host");
+  ExecutorState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (allow_donation) mark_steps.add();
+
+  const backend::CompileOptions options = compile_options();
+  std::vector<DeviceGraph> graphs = collect_device_graphs(tensors, options);
+  if (graphs.empty()) return;
+  for (DeviceGraph& g : graphs) find_or_compile(g, options);
+
+  StepStats stats;
+  stats.step = ++st.steps;
+  stats.cache_hit = true;
+  int64_t compiles_now = 0;
+  double compile_seconds = 0;
+  for (DeviceGraph& g : graphs) {
+    stats.graph_nodes += static_cast<int64_t>(g.graph.nodes.size());
+    stats.outputs += static_cast<int64_t>(g.graph.outputs.size());
+    stats.inputs += static_cast<int64_t>(g.graph.inputs.size());
+    stats.scalar_args += static_cast<int64_t>(g.graph.scalars.size());
+    stats.kernels += g.executable->num_kernels;
+    stats.launches += g.executable->num_launches;
+    stats.cache_hit = stats.cache_hit && !g.compiled;
+    compiles_now += g.compiled ? 1 : 0;
+    compile_seconds += g.compile_seconds;
+    stats.donated_buffers += launch(g, stats.step, allow_donation);
+  }
+  donated.add(stats.donated_buffers);
+  st.last_stats = stats;
   if (!st.compile_runs.empty() && st.compile_runs.back().second == compiles_now) {
     ++st.compile_runs.back().first;
   } else {
     st.compile_runs.emplace_back(1, compiles_now);
   }
-
-  if (failure.empty()) backend.execute(exe, std::move(args));
   trace_time.record(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
       compile_seconds);
-}
-
-void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool allow_donation) {
-  static metrics::Counter& mark_steps = metrics::counter("MarkStep");
-  profiler::Scope span(allow_donation ? "mark_step" : "sync for read", "host");
-  std::lock_guard<std::mutex> lock(state().mu);
-  if (allow_donation) mark_steps.add();
-
-  // Tensors whose value is already device data (e.g. t.copy_(u) of a computed u) just share
-  // it; the others make one graph per device.
-  std::vector<std::pair<Device, std::vector<std::shared_ptr<TensorImpl>>>> by_device;
-  for (const auto& impl : tensors) {
-    if (!impl->ir) continue;
-    if (impl->ir->op == ir::OpKind::DeviceData) {
-      impl->set_data(impl->ir->data);
-      continue;
-    }
-    auto group = std::find_if(by_device.begin(), by_device.end(),
-                              [&](const auto& g) { return g.first == impl->device; });
-    if (group == by_device.end()) group = by_device.insert(by_device.end(), {impl->device, {}});
-    group->second.push_back(impl);
-  }
-  for (const auto& [device, pending] : by_device) run_graph(pending, device, allow_donation);
 }
 
 }  // namespace
@@ -200,9 +257,11 @@ void sync_pending() {
   sync_locked(pending_tensors(), /*allow_donation=*/true);
 }
 
-void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors) {
-  const CutScope cut("to_vector");
+DeviceDataPtr sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors,
+                           const char* op) {
+  const CutScope cut(op);
   sync_locked(tensors, /*allow_donation=*/false);
+  return tensors.empty() ? nullptr : tensors.front()->data;
 }
 
 StepStats last_step_stats() {

@@ -12,9 +12,9 @@ namespace lt::runtime {
 // its executable and launches it, rebinding each tensor to its (future) device data. Returns
 // without waiting. Outputs may take the buffers of inputs nothing else holds (donation).
 void sync_pending();
-// The same for some tensors only, before reading them. No donation: a pending tensor left
-// out of the graph might still read an input's buffer.
-void sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors);
+// The same for some tensors only, before `op` reads them; returns the first one's device data.
+// No donation: a pending tensor left out of the graph might still read an input's buffer.
+DeviceDataPtr sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, const char* op);
 
 lt::StepStats last_step_stats();
 std::string last_recompile_reason();

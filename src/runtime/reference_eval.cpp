@@ -15,6 +15,7 @@
 #include "runtime/device_data.h"
 #include "runtime/graph_signature.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_lock.h"
 
 namespace lt::reference {
 
@@ -48,6 +49,8 @@ std::vector<double> read_values(const runtime::DeviceData& data) {
 
 std::vector<double> evaluate(const Tensor& tensor) {
   if (!tensor.defined()) throw Error("reference::evaluate: the tensor is undefined");
+  // Traced values are read as an op reads them; no cut may donate a leaf's buffer meanwhile.
+  const runtime::TraceScope scope("reference::evaluate");
   // Held for the whole evaluation: the graph's nodes stay alive even if the tensor is rebound.
   const ir::NodePtr root = tensor.impl()->value();
   ir::Graph graph;

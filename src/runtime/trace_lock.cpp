@@ -1,5 +1,7 @@
 #include "runtime/trace_lock.h"
 
+#include <execinfo.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -59,34 +61,41 @@ thread_local bool t_cutting = false;
 std::atomic<bool> g_warned{false};
 std::atomic<int64_t> g_next_cut{0};  // raised when a cut could not bring the graph down
 
-void warn_graph_growth(int64_t nodes) {
+void warn_graph_growth(int64_t nodes, const char* op) {
   if (g_warned.exchange(true)) return;
   uint32_t deepest = 0;
   size_t pending = 0;
-  for (const auto& impl : pending_tensors()) {
-    ++pending;
-    if (impl->ir) deepest = std::max(deepest, impl->ir->depth);
+  {
+    // Other threads' tensors are read under a cut: an op or a cut there may rebind them.
+    const CutScope cut("graph-growth warning");
+    for (const auto& impl : pending_tensors()) {
+      ++pending;
+      if (impl->ir) deepest = std::max(deepest, impl->ir->depth);
+    }
   }
   std::fprintf(stderr,
                "lazytensor: warning: %lld IR nodes are alive and no lt::mark_step() has cut "
-               "them; the longest pending chain is %u ops. Call lt::mark_step() once per "
-               "iteration (after the optimizer step). Past LT_AUTO_CUT_NODES (now %zu; 0: "
-               "never) the graph is cut automatically.%s\n",
-               static_cast<long long>(nodes), deepest, config().auto_cut_nodes.load(),
+               "them (noticed when tracing '%s'); the longest pending chain is %u ops. Call "
+               "lt::mark_step() once per iteration (after the optimizer step). Past "
+               "LT_AUTO_CUT_NODES (now %zu; 0: never) the graph is cut automatically.%s\n",
+               static_cast<long long>(nodes), op, deepest, config().auto_cut_nodes.load(),
                config().debug ? "" : " LT_DEBUG=1 tells more.");
   if (config().debug) {
     std::fprintf(stderr,
                  "lazytensor: %zu tensors are pending. A loop that traces into the same tensor "
                  "(x = x.add(1.0)) without a cut grows the chain by one op per iteration; "
-                 "LT_GRAPH_WARN_NODES sets this warning's threshold.\n",
-                 pending);
+                 "LT_GRAPH_WARN_NODES sets this warning's threshold. Where '%s' was traced "
+                 "(resolve with addr2line, or link with -rdynamic for names):\n",
+                 pending, op);
+    void* frames[32];
+    backtrace_symbols_fd(frames, backtrace(frames, 32), 2);
   }
 }
 
-void check_graph_growth() {
+void check_graph_growth(const char* op) {
   const int64_t nodes = ir::live_nodes();
   const auto warn_at = static_cast<int64_t>(config().graph_warn_nodes.load());
-  if (warn_at > 0 && nodes > warn_at) warn_graph_growth(nodes);
+  if (warn_at > 0 && nodes > warn_at) warn_graph_growth(nodes, op);
   const auto cut_at = static_cast<int64_t>(config().auto_cut_nodes.load());
   if (cut_at <= 0 || nodes <= std::max(cut_at, g_next_cut.load())) return;
   mark_step();
@@ -101,18 +110,21 @@ void rearm_graph_growth_warning() {
   g_warned = false;
 }
 
-TraceScope::TraceScope() {
-  if (t_trace_depth > 0 || t_cutting) {
-    ++t_trace_depth;  // nested in an op, or an op run by a cut: the lock is held already
+TraceScope::TraceScope(const char* op) {
+  if (t_cutting) {
+    throw Error(std::string(op) + ": an op cannot be traced inside a graph cut");
+  }
+  if (t_trace_depth > 0) {
+    ++t_trace_depth;  // nested in an op: the lock is held already
     return;
   }
-  check_graph_growth();
+  check_graph_growth(op);
   trace_lock().lock_shared();
   ++t_trace_depth;
 }
 
 TraceScope::~TraceScope() {
-  if (--t_trace_depth > 0 || t_cutting) return;
+  if (--t_trace_depth > 0) return;
   trace_lock().unlock_shared();
 }
 

@@ -8,12 +8,13 @@
 
 namespace lt::runtime {
 
-// Held by a Tensor op (or factory) while it reads tensors and records IR. Re-entrant on one
-// thread. Before the outermost one locks, the graph-growth checks run (a warning once, and
-// an automatic cut past LT_AUTO_CUT_NODES).
+// Held by a Tensor op (or factory) `op` while it reads tensors and records IR. Re-entrant on
+// one thread; an op cannot run inside a cut (lt::Error). Before the outermost one locks, the
+// graph-growth checks run (a warning once, naming `op`, and an automatic cut past
+// LT_AUTO_CUT_NODES).
 class TraceScope {
  public:
-  TraceScope();
+  explicit TraceScope(const char* op);
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;

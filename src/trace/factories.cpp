@@ -71,7 +71,7 @@ Tensor random(const char* op, const Shape& shape, uint64_t seed, DType dtype, bo
 }
 
 Tensor filled(const char* op, const Shape& shape, double value, DType dtype) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope(op);
   trace::check_dtype(op, dtype);
   trace::check_shape(op, shape);
   const Device device = default_device();
@@ -127,6 +127,11 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 }
 Tensor zeros(const Shape& shape, DType dtype) {
   return filled("zeros", shape, 0.0, dtype);
+}
+Tensor zeros_like(const Tensor& t) {
+  if (!t.defined()) throw Error("zeros_like: the tensor is undefined");
+  const DeviceGuard on(t.device());
+  return filled("zeros_like", t.shape(), 0.0, t.dtype());
 }
 Tensor ones(const Shape& shape, DType dtype) {
   return filled("ones", shape, 1.0, dtype);

@@ -136,13 +136,21 @@ Device Tensor::device() const {
   return checked(*this, "device").impl()->device;
 }
 bool Tensor::is_pending() const {
-  return impl_ && impl_->ir != nullptr;
+  if (!impl_) return false;
+  const runtime::TraceScope scope("is_pending");  // a cut on another thread may rebind it
+  return impl_->ir != nullptr;
 }
 
 void Tensor::to_host(void* dst) const {
   checked(*this, "to_host");
-  runtime::sync_tensors({impl_});
-  runtime::download(*impl_->data, dst);
+  runtime::DeviceDataPtr data;
+  {
+    // A computed value is read without stopping other threads; a pending one needs a cut.
+    const runtime::TraceScope scope("to_host");
+    data = impl_->data;
+  }
+  if (!data) data = runtime::sync_tensors({impl_}, "to_host");
+  runtime::download(*data, dst);
 }
 
 template <typename T>
@@ -172,128 +180,128 @@ double Tensor::item() const {
 }
 
 Tensor Tensor::add(const Tensor& other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return trace::make_tensor(binary(*this, other, OpKind::Add, "add"));
 }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
 }
 Tensor Tensor::add(double other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add"));
 }
 Tensor Tensor::sub(const Tensor& other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return trace::make_tensor(binary(*this, other, OpKind::Sub, "sub"));
 }
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
 }
 Tensor Tensor::sub(double other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub"));
 }
 Tensor Tensor::mul(const Tensor& other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul");
   return trace::make_tensor(binary(*this, other, OpKind::Mul, "mul"));
 }
 Tensor Tensor::mul(double other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul");
   return trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul"));
 }
 Tensor Tensor::div(const Tensor& other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div");
   return trace::make_tensor(binary(*this, other, OpKind::Div, "div"));
 }
 Tensor Tensor::div(double other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div");
   return trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div"));
 }
 Tensor Tensor::pow(double exponent) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("pow");
   return trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow"));
 }
 Tensor Tensor::maximum(const Tensor& other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("maximum");
   return trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum"));
 }
 Tensor Tensor::minimum(const Tensor& other) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("minimum");
   return trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum"));
 }
 Tensor Tensor::clamp(double min, double max) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clamp");
   return trace::make_tensor(clamp_node(*this, min, max, "clamp"));
 }
 Tensor Tensor::clamp_min(double min) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clamp_min");
   return trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min"));
 }
 Tensor Tensor::clamp_max(double max) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clamp_max");
   return trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max"));
 }
 Tensor Tensor::lerp(const Tensor& end, double weight) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("lerp");
   return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
 }
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("lerp");
   return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
 }
 Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double value) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("addcmul");
   return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul"));
 }
 Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("addcdiv");
   return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv"));
 }
 Tensor Tensor::neg() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("neg");
   return trace::make_tensor(unary(*this, OpKind::Neg, "neg"));
 }
 Tensor Tensor::abs() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("abs");
   return trace::make_tensor(unary(*this, OpKind::Abs, "abs"));
 }
 Tensor Tensor::sqrt() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sqrt");
   return trace::make_tensor(unary(*this, OpKind::Sqrt, "sqrt"));
 }
 Tensor Tensor::rsqrt() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("rsqrt");
   return trace::make_tensor(unary(*this, OpKind::Rsqrt, "rsqrt"));
 }
 Tensor Tensor::exp() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("exp");
   return trace::make_tensor(unary(*this, OpKind::Exp, "exp"));
 }
 Tensor Tensor::log() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("log");
   return trace::make_tensor(unary(*this, OpKind::Log, "log"));
 }
 Tensor Tensor::tanh() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("tanh");
   return trace::make_tensor(unary(*this, OpKind::Tanh, "tanh"));
 }
 Tensor Tensor::sigmoid() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sigmoid");
   return trace::make_tensor(unary(*this, OpKind::Sigmoid, "sigmoid"));
 }
 Tensor Tensor::relu() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("relu");
   return trace::make_tensor(unary(*this, OpKind::Relu, "relu"));
 }
 Tensor Tensor::clone() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clone");
   return trace::make_tensor(unary(*this, OpKind::Identity, "clone"));
 }
 
 Tensor Tensor::to(DType dtype) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("to");
   trace::check_dtype("to", dtype);
   ir::NodePtr v = value_of(*this, "to");
   if (v->dtype == dtype) return *this;  // as torch: the same tensor
@@ -301,126 +309,126 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor& Tensor::add_(const Tensor& other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add_");
   return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_");
 }
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add_");
   return trace::assign(*this, scaled(*this, other, alpha, OpKind::Add, "add_"), "add_");
 }
 Tensor& Tensor::add_(double other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add_");
   return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_");
 }
 Tensor& Tensor::sub_(const Tensor& other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub_");
   return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_");
 }
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub_");
   return trace::assign(*this, scaled(*this, other, alpha, OpKind::Sub, "sub_"), "sub_");
 }
 Tensor& Tensor::sub_(double other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub_");
   return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_");
 }
 Tensor& Tensor::mul_(const Tensor& other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul_");
   return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_");
 }
 Tensor& Tensor::mul_(double other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul_");
   return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_");
 }
 Tensor& Tensor::div_(const Tensor& other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div_");
   return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_");
 }
 Tensor& Tensor::div_(double other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div_");
   return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_");
 }
 Tensor& Tensor::pow_(double exponent) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("pow_");
   return trace::assign(*this, with_scalar(*this, exponent, OpKind::Pow, "pow_"), "pow_");
 }
 Tensor& Tensor::clamp_(double min, double max) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clamp_");
   return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_");
 }
 Tensor& Tensor::clamp_min_(double min) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clamp_min_");
   return trace::assign(*this, with_scalar(*this, min, OpKind::Maximum, "clamp_min_"), "clamp_min_");
 }
 Tensor& Tensor::clamp_max_(double max) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("clamp_max_");
   return trace::assign(*this, with_scalar(*this, max, OpKind::Minimum, "clamp_max_"), "clamp_max_");
 }
 Tensor& Tensor::lerp_(const Tensor& end, double weight) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("lerp_");
   return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
 }
 Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("lerp_");
   return trace::assign(*this, lerp_node(*this, end, weight, "lerp_"), "lerp_");
 }
 Tensor& Tensor::addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("addcmul_");
   return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul_"),
                        "addcmul_");
 }
 Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("addcdiv_");
   return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"),
                        "addcdiv_");
 }
 Tensor& Tensor::neg_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("neg_");
   return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_");
 }
 Tensor& Tensor::abs_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("abs_");
   return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_");
 }
 Tensor& Tensor::sqrt_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sqrt_");
   return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_");
 }
 Tensor& Tensor::rsqrt_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("rsqrt_");
   return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_");
 }
 Tensor& Tensor::exp_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("exp_");
   return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_");
 }
 Tensor& Tensor::log_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("log_");
   return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_");
 }
 Tensor& Tensor::tanh_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("tanh_");
   return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_");
 }
 Tensor& Tensor::sigmoid_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sigmoid_");
   return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_");
 }
 Tensor& Tensor::relu_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("relu_");
   return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_");
 }
 Tensor& Tensor::maximum_(const Tensor& other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("maximum_");
   return trace::assign(*this, binary(*this, other, OpKind::Maximum, "maximum_"), "maximum_");
 }
 Tensor& Tensor::minimum_(const Tensor& other) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("minimum_");
   return trace::assign(*this, binary(*this, other, OpKind::Minimum, "minimum_"), "minimum_");
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("copy_");
   ir::NodePtr self = value_of(*this, "copy_");
   ir::NodePtr from = value_of(src, "copy_");
   trace::common_device("copy_", {self, from});
@@ -429,11 +437,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return trace::assign(*this, v, "copy_");
 }
 Tensor& Tensor::zero_() {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("zero_");
   return fill_(0.0);
 }
 Tensor& Tensor::fill_(double value) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("fill_");
   ir::NodePtr self = value_of(*this, "fill_");
   return trace::assign(
       *this,
@@ -442,118 +450,118 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor Tensor::sum() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sum");
   return reduce(*this, OpKind::Sum, "sum", all_dims(checked(*this, "sum")), false);
 }
 Tensor Tensor::sum(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sum");
   return reduce(*this, OpKind::Sum, "sum", reduce_mask("sum", checked(*this, "sum").shape(), dims),
                 keepdim);
 }
 Tensor Tensor::mean() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mean");
   return reduce(*this, OpKind::Mean, "mean", all_dims(checked(*this, "mean")), false);
 }
 Tensor Tensor::mean(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mean");
   return reduce(*this, OpKind::Mean, "mean",
                 reduce_mask("mean", checked(*this, "mean").shape(), dims), keepdim);
 }
 Tensor Tensor::max() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("max");
   return reduce(*this, OpKind::Max, "max", all_dims(checked(*this, "max")), false);
 }
 Tensor Tensor::max(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("max");
   return reduce(*this, OpKind::Max, "max", reduce_mask("max", checked(*this, "max").shape(), dims),
                 keepdim);
 }
 Tensor Tensor::norm() const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("norm");
   return reduce(*this, OpKind::Norm, "norm", all_dims(checked(*this, "norm")), false);
 }
 Tensor Tensor::norm(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("norm");
   return reduce(*this, OpKind::Norm, "norm",
                 reduce_mask("norm", checked(*this, "norm").shape(), dims), keepdim);
 }
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return alpha == 1.0 ? a.add(b) : a.add(b, alpha);
 }
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return alpha == 1.0 ? a.sub(b) : a.sub(b, alpha);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul");
   return a.mul(b);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div");
   return a.div(b);
 }
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("maximum");
   return a.maximum(b);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("minimum");
   return a.minimum(b);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return a.add(b);
 }
 Tensor operator-(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return a.sub(b);
 }
 Tensor operator*(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul");
   return a.mul(b);
 }
 Tensor operator/(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div");
   return a.div(b);
 }
 Tensor operator+(const Tensor& a, double b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return a.add(b);
 }
 Tensor operator-(const Tensor& a, double b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return a.sub(b);
 }
 Tensor operator*(const Tensor& a, double b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul");
   return a.mul(b);
 }
 Tensor operator/(const Tensor& a, double b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div");
   return a.div(b);
 }
 Tensor operator+(double a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("add");
   return b.add(a);
 }
 Tensor operator-(double a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("sub");
   return b.neg().add(a);
 }
 Tensor operator*(double a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("mul");
   return b.mul(a);
 }
 Tensor operator/(double a, const Tensor& b) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("div");
   ir::NodePtr v = value_of(b, "div");
   return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}));
 }
 Tensor operator-(const Tensor& a) {
-  const runtime::TraceScope scope;
+  const runtime::TraceScope scope("neg");
   return a.neg();
 }
 

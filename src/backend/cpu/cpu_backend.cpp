@@ -143,15 +143,8 @@ class CpuBackend final : public Backend {
     if (!error.empty()) throw Error(error);
   }
 
-  std::shared_ptr<Executable> compile(const ir::Graph& graph) override {
-    const runtime::Config& config = runtime::config();
-    CompileOptions options;
-    options.fusion.max_kernel_ops = config.max_kernel_ops;
-    options.kernels.native = config.kernel_compiler() == "native";
-    options.kernels.tiered = config.tiered_compilation;
-    options.kernels.cache_dir = config.kernel_cache_dir();
-    options.kernels.cache_bytes = config.kernel_cache_bytes;
-    options.kernels.cache_entries = config.kernel_cache_size;
+  std::shared_ptr<Executable> compile(const ir::Graph& graph,
+                                      const CompileOptions& options) override {
     return build_executable(graph, options);
   }
 

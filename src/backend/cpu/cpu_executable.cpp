@@ -313,6 +313,12 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
   exe->temp_bytes = plan.temp_bytes;
+  exe->temps_allocated_before.resize(plan.launches.size());
+  exe->temps_freed_after.resize(plan.launches.size());
+  for (uint32_t t = 0; t < plan.temp_bytes.size(); ++t) {
+    exe->temps_allocated_before[plan.temp_first_launch[t]].push_back(t);
+    exe->temps_freed_after[plan.temp_last_launch[t]].push_back(t);
+  }
   exe->donation_candidates = plan.donation_candidates;
 
   std::vector<const compiler::KernelProgram*> programs;
@@ -410,15 +416,17 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
   std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_bytes.size());
   for (int i = 0; i < exe.num_inputs; ++i) slots[i] = args.inputs[i]->data();
   for (int i = 0; i < exe.num_outputs; ++i) slots[exe.num_inputs + i] = args.outputs[i]->data();
-  std::vector<BufferPtr> temps;
-  for (size_t t = 0; t < exe.temp_bytes.size(); ++t) {
-    temps.push_back(allocate(exe.temp_bytes[t]));
-    slots[exe.num_inputs + exe.num_outputs + t] = temps.back()->data();
-  }
+  std::vector<BufferPtr> temps(exe.temp_bytes.size());
+  const size_t first_temp = static_cast<size_t>(exe.num_inputs + exe.num_outputs);
 
   std::vector<double> scalars;
   std::vector<double> partials;
-  for (const Launch& launch : exe.launches) {
+  for (size_t l = 0; l < exe.launches.size(); ++l) {
+    const Launch& launch = exe.launches[l];
+    for (uint32_t t : exe.temps_allocated_before[l]) {
+      temps[t] = allocate(exe.temp_bytes[t]);
+      slots[first_temp + t] = temps[t]->data();
+    }
     // Each instance's scalar arguments, gathered once per launch.
     const size_t ns = static_cast<size_t>(launch.num_scalars);
     scalars.resize(launch.instances.size() * ns);
@@ -430,7 +438,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
     partials.assign(launch.num_partials, 0.0);
     // Resolved once: a kernel whose native code arrives mid-launch switches at the next one.
     const compiler::CompiledKernel& kernel = launch.kernel->resolve();
-    if (kernel.method()[0] == 'i') interpreted_launches.add();
+    if (std::strcmp(kernel.method(), "interpreter") == 0) interpreted_launches.add();
     std::atomic<size_t> next{0};
     pool.run([&](int) {
       thread_local Scratch scratch;
@@ -455,6 +463,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
               finalize(launch.reduce, acc[i], inst.inner));
       }
     }
+    for (uint32_t t : exe.temps_freed_after[l]) temps[t].reset();
   }
 }
 

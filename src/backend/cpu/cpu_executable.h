@@ -63,13 +63,10 @@ class CpuExecutable final : public Executable {
   int num_inputs = 0;
   int num_outputs = 0;
   std::vector<size_t> temp_bytes;
+  // Temporaries (indices into temp_bytes) to allocate before and to free after each launch.
+  std::vector<std::vector<uint32_t>> temps_allocated_before;
+  std::vector<std::vector<uint32_t>> temps_freed_after;
   std::vector<Launch> launches;
-};
-
-// What the backend hands down to fusion and kernel compilation.
-struct CompileOptions {
-  compiler::FusionOptions fusion;
-  compiler::KernelCompileOptions kernels;
 };
 
 std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
