@@ -87,7 +87,8 @@ void set_max_kernel_ops(size_t ops);
 // threshold lets it be given once more.
 void set_graph_warn_nodes(size_t nodes);
 void set_auto_cut_nodes(size_t nodes);
-// IR nodes alive now, over all threads.
+// IR nodes alive now, over all threads (other threads' latest changes are counted in batches
+// of 64).
 int64_t live_ir_nodes();
 // Where natively compiled kernels are cached on disk (LT_KERNEL_CACHE_DIR; by default
 // $XDG_CACHE_HOME/lazytensor/kernels or ~/.cache/lazytensor/kernels), and its size bound.

@@ -10,7 +10,19 @@ namespace lt::ir {
 
 namespace {
 
+// Live nodes, counted per thread and added to the process-wide count in batches: a locked
+// add per node would cost every traced op more than the rest of the bookkeeping.
 std::atomic<int64_t> g_live_nodes{0};
+thread_local int64_t t_unflushed_nodes = 0;
+constexpr int64_t kFlushEvery = 64;
+
+void count_nodes(int64_t delta) {
+  t_unflushed_nodes += delta;
+  if (t_unflushed_nodes >= kFlushEvery || t_unflushed_nodes <= -kFlushEvery) {
+    g_live_nodes.fetch_add(t_unflushed_nodes, std::memory_order_relaxed);
+    t_unflushed_nodes = 0;
+  }
+}
 
 // While a node release is being drained on this thread, where nested releases put the
 // operands they would otherwise release recursively. A plain pointer: it must stay usable
@@ -21,11 +33,11 @@ thread_local InlineVector<NodePtr, 16>* t_release_queue = nullptr;
 
 Node::Node(OpKind op_kind, DType type, const Shape& result_shape)
     : op(op_kind), dtype(type), shape(result_shape) {
-  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+  count_nodes(1);
 }
 
 Node::~Node() {
-  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  count_nodes(-1);
   if (t_release_queue) {
     while (!operands.empty()) t_release_queue->push_back(operands.pop_back());
     return;
@@ -70,7 +82,7 @@ NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, 
 }
 
 int64_t live_nodes() {
-  return g_live_nodes.load(std::memory_order_relaxed);
+  return g_live_nodes.load(std::memory_order_relaxed) + t_unflushed_nodes;
 }
 
 }  // namespace lt::ir

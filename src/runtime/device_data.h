@@ -1,7 +1,6 @@
 #pragma once
 #include <atomic>
 #include <memory>
-#include <mutex>
 
 #include "backend/buffer.h"
 #include "ir/node.h"
@@ -25,8 +24,10 @@ struct DeviceData {
   // Tensors (and caches) that hold this value. A graph may write an output into the buffer
   // only when nobody holds it: otherwise someone would see it change.
   std::atomic<int> holders{0};
-  std::mutex leaf_mu;            // ops on several threads may read one value at once
-  std::weak_ptr<ir::Node> leaf;  // the IR leaf for this value, shared by every use
+  // The IR leaf for this value, shared by every use, behind a spin lock: ops on several threads
+  // may read one value at once, and a mutex would cost every traced op far more.
+  std::atomic_flag leaf_lock = ATOMIC_FLAG_INIT;
+  std::weak_ptr<ir::Node> leaf;
 };
 
 using DeviceDataPtr = std::shared_ptr<DeviceData>;

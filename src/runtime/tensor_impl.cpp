@@ -1,6 +1,7 @@
 #include "runtime/tensor_impl.h"
 
 #include <mutex>
+#include <thread>
 
 #include "backend/registry.h"
 
@@ -73,7 +74,14 @@ ir::NodePtr TensorImpl::value() const {
 namespace runtime {
 
 ir::NodePtr leaf_node(const DeviceDataPtr& data) {
-  std::lock_guard<std::mutex> lock(data->leaf_mu);
+  // Held for a few instructions, so a spin that yields beats parking the thread.
+  struct SpinGuard {
+    std::atomic_flag& flag;
+    explicit SpinGuard(std::atomic_flag& f) : flag(f) {
+      while (flag.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    ~SpinGuard() { flag.clear(std::memory_order_release); }
+  } guard(data->leaf_lock);
   if (ir::NodePtr leaf = data->leaf.lock()) return leaf;
   auto leaf = ir::make_node(ir::OpKind::DeviceData, data->dtype, data->shape, {});
   leaf->data = data;
