@@ -19,7 +19,7 @@ class CompiledKernel {
                    int64_t n) const = 0;
   virtual const char* method() const = 0;  // "native" or "interpreter"
   // The kernel that runs now. A tiered kernel answers its interpreted form until its native
-  // code is ready; a launch resolves once, so all of its work runs the same code.
+  // code is ready; launches resolve once per work unit, so each unit runs one code.
   virtual const CompiledKernel& resolve() const { return *this; }
 };
 

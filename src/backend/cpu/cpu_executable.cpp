@@ -436,17 +436,23 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
       }
     }
     partials.assign(launch.num_partials, 0.0);
-    // Resolved once: a kernel whose native code arrives mid-launch switches at the next one.
-    const compiler::CompiledKernel& kernel = launch.kernel->resolve();
-    if (std::strcmp(kernel.method(), "interpreter") == 0) interpreted_launches.add();
+    // Resolved per work unit: a long launch that began on the interpreter (the first step of
+    // a big optimizer, say) takes the native code at the next 64K elements once it is ready.
+    // Both compute each element with the same functors in the same precision.
     std::atomic<size_t> next{0};
+    std::atomic<bool> interpreted{false};
     pool.run([&](int) {
       thread_local Scratch scratch;
       for (size_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < launch.units.size();) {
+        const compiler::CompiledKernel& kernel = launch.kernel->resolve();
+        if (std::strcmp(kernel.method(), "interpreter") == 0) {
+          interpreted.store(true, std::memory_order_relaxed);
+        }
         run_unit(launch, kernel, launch.units[u], slots,
                  scalars.data() + launch.units[u].instance * ns, partials, scratch);
       }
     });
+    if (interpreted.load()) interpreted_launches.add();
     // Split reductions: combine the partial folds in a fixed order (deterministic results).
     if (launch.num_partials > 0) {
       std::vector<double> acc(launch.instances.size(), reduce_init(launch.reduce));
