@@ -50,7 +50,7 @@ std::vector<double> read_values(const runtime::DeviceData& data) {
 std::vector<double> evaluate(const Tensor& tensor) {
   if (!tensor.defined()) throw Error("reference::evaluate: the tensor is undefined");
   // Traced values are read as an op reads them; no cut may donate a leaf's buffer meanwhile.
-  const runtime::TraceScope scope("reference::evaluate");
+  const runtime::TraceScope scope("reference::evaluate", runtime::TraceScope::Purpose::read);
   // Held for the whole evaluation: the graph's nodes stay alive even if the tensor is rebound.
   const ir::NodePtr root = tensor.impl()->value();
   ir::Graph graph;

@@ -110,7 +110,7 @@ void rearm_graph_growth_warning() {
   g_warned = false;
 }
 
-TraceScope::TraceScope(const char* op) {
+TraceScope::TraceScope(const char* op, Purpose purpose) {
   if (t_cutting) {
     throw Error(std::string(op) + ": an op cannot be traced inside a graph cut");
   }
@@ -118,7 +118,7 @@ TraceScope::TraceScope(const char* op) {
     ++t_trace_depth;  // nested in an op: the lock is held already
     return;
   }
-  check_graph_growth(op);
+  if (purpose == Purpose::trace) check_graph_growth(op);
   trace_lock().lock_shared();
   ++t_trace_depth;
 }

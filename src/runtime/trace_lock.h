@@ -14,7 +14,10 @@ namespace lt::runtime {
 // LT_AUTO_CUT_NODES).
 class TraceScope {
  public:
-  explicit TraceScope(const char* op);
+  // What the holder does: trace an op (the growth checks run first), or only read a tensor's
+  // current value (a read never cuts the graph, so is_pending() is not answered by its own cut).
+  enum class Purpose { trace, read };
+  explicit TraceScope(const char* op, Purpose purpose = Purpose::trace);
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;

@@ -137,7 +137,8 @@ Device Tensor::device() const {
 }
 bool Tensor::is_pending() const {
   if (!impl_) return false;
-  const runtime::TraceScope scope("is_pending");  // a cut on another thread may rebind it
+  // A cut on another thread may rebind it.
+  const runtime::TraceScope scope("is_pending", runtime::TraceScope::Purpose::read);
   return impl_->ir != nullptr;
 }
 
@@ -146,7 +147,7 @@ void Tensor::to_host(void* dst) const {
   runtime::DeviceDataPtr data;
   {
     // A computed value is read without stopping other threads; a pending one needs a cut.
-    const runtime::TraceScope scope("to_host");
+    const runtime::TraceScope scope("to_host", runtime::TraceScope::Purpose::read);
     data = impl_->data;
   }
   if (!data) data = runtime::sync_tensors({impl_}, "to_host");
