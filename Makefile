@@ -2,7 +2,8 @@
 # root, or with sudo): they install the Debian packages they need first.
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
-DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev \
+  libopenblas-dev libdnnl-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build run test test-sanitize fuzz bench peers format clean

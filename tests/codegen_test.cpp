@@ -157,6 +157,17 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"add_alpha", x.add(y, -0.7), arithmetic},
       {"addcmul", x.addcmul(y, w, 0.4), arithmetic},
       {"addcdiv", x.addcdiv(w, y, -1.3), arithmetic},
+      {"erf", x.erf(), transcendental},
+      {"sign", x.sign(), arithmetic},
+      {"eq", x.eq(x.clamp(-1.0, 1.0)), arithmetic},
+      {"ne", x.ne(x.clamp(-1.0, 1.0)), arithmetic},
+      {"lt", x.lt(y), arithmetic},
+      {"le", x.le(x.clamp_max(0.5)), arithmetic},
+      {"gt", x.gt(w), arithmetic},
+      {"ge", x.ge(x.clamp_min(-0.5)), arithmetic},
+      {"where", lt::where(x.gt(0.0), y, w), arithmetic},
+      // Iota and Uniform: a Philox draw, bit for bit the reference's.
+      {"dropout", lt::dropout(x, 0.3), arithmetic},
   };
 }
 
@@ -400,7 +411,7 @@ void expect_sample_kernel_works(const lt::compiler::CompiledKernel& kernel, doub
   const double s = -1.75;
   const void* inputs[] = {x.data(), y.data()};
   void* outputs[] = {x.data(), xs.data(), nan.data(), inf.data(), ninf.data()};
-  kernel.run(inputs, outputs, &s, n);
+  kernel.run(inputs, outputs, &s, 0, n);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_NEAR(x[i], (x0[i] * s + y[i]) * c, 1e-14) << i;
     EXPECT_EQ(xs[i], x0[i] * s) << i;

@@ -1,8 +1,10 @@
 #pragma once
 // The umbrella header: everything a user of lazytensor needs.
+#include "lazytensor/autograd.h"
 #include "lazytensor/device.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/error.h"
+#include "lazytensor/functional.h"
 #include "lazytensor/metrics.h"
 #include "lazytensor/models.h"
 #include "lazytensor/optim.h"

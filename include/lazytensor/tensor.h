@@ -127,6 +127,70 @@ class Tensor {
   Tensor norm() const;  // L2
   Tensor norm(const std::vector<int>& dims, bool keepdim = false) const;
 
+  // Math and NN ops with a method form in PyTorch (lazytensor/functional.h has the rest).
+  Tensor erf() const;
+  Tensor sign() const;
+  Tensor softmax(int dim) const;
+  Tensor log_softmax(int dim) const;
+  // Variance over `dims` (all when empty), with Bessel's correction when `unbiased`, as
+  // torch.var.
+  Tensor var(const std::vector<int>& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+
+  // Comparisons give bool tensors (after broadcasting and type promotion, as in PyTorch).
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  // i64 positions of the first maximum: over all elements (rank 0), or along `dim`.
+  Tensor argmax() const;
+  Tensor argmax(int dim, bool keepdim = false) const;
+
+  // Views: no data moves; kernels read the base through the view's strides. A view is a
+  // value, as every lazytensor tensor is: in-place ops on it are refused (its base would not
+  // see them), and later in-place updates of its base do not reach it.
+  Tensor reshape(const std::vector<int64_t>& shape) const;  // one size may be -1; copies if needed
+  Tensor view(const std::vector<int64_t>& shape) const;     // as reshape, but never copies
+  Tensor flatten(int start_dim = 0, int end_dim = -1) const;
+  Tensor permute(const std::vector<int>& dims) const;
+  Tensor transpose(int dim0, int dim1) const;
+  Tensor t() const;  // transpose of a matrix (rank <= 2)
+  Tensor unsqueeze(int dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int dim) const;
+  Tensor expand(const std::vector<int64_t>& shape) const;  // -1 keeps a size
+  // Elements start, start + step, ... before end along dim (Python slice bounds: negative
+  // counts from the end, out of range clamps).
+  Tensor slice(int dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int dim, int64_t start, int64_t length) const;
+  Tensor select(int dim, int64_t index) const;  // the slice at index, without dim
+  Tensor contiguous() const;                    // a view's elements copied in order
+
+  // Rows (slices along dim) at the positions in `index` (1-D i64 or i32).
+  Tensor index_select(int dim, const Tensor& index) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // Autograd, with libtorch's names (lazytensor/autograd.h has NoGradGuard and lt::grad).
+  // Gradients are traced like any op: backward() records them and returns at once.
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool requires_grad() const;
+  bool is_leaf() const;
+  // The gradient accumulated by backward() calls; undefined before the first.
+  Tensor grad() const;
+  Tensor& mutable_grad() const;  // assign an undefined Tensor to clear it
+  // Accumulates the gradient of this tensor (single-element, or weighted by `gradient`) into
+  // grad() of every leaf it depends on that requires grad.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;  // the same value, cut off from autograd
+
   // For the engine.
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
@@ -169,6 +233,9 @@ Tensor ones(const Shape& shape, DType dtype = DType::f32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
 // Uniform on [0, 1) and standard normal; the same seed gives the same values everywhere.
 Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
+// start, start + step, ... below end (above it for a negative step), as torch.arange.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::i64);
+Tensor arange(double end, DType dtype = DType::i64);
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
 
 // Free-function forms, as in torch.*.

@@ -46,7 +46,7 @@ std::string reg(int32_t r) {
 
 void emit_function(const KernelProgram& program, const std::string& symbol, std::string& out) {
   out += "extern \"C\" void " + symbol +
-         "(const void* const* in, void* const* out, const double* s, long n) {\n";
+         "(const void* const* in, void* const* out, const double* s, long start, long n) {\n";
   for (int k = 0; k < program.num_inputs(); ++k) {
     const std::string t = kernel_dtype(program.input_dtypes[k]).c_storage;
     out += "  const " + t + "* in" + std::to_string(k) + " = static_cast<const " + t + "*>(in[" +
@@ -82,6 +82,10 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
       case InstrKind::Op: {
         if (instr.op == ir::OpKind::Cast) {
           body += "    " + decl + cast(instr.dtype, reg(instr.args[0])) + ";\n";
+          break;
+        }
+        if (instr.op == ir::OpKind::Iota) {
+          body += "    " + decl + number(instr.dtype, "start + i") + ";\n";
           break;
         }
         // Dtypes without arithmetic only copy: anything else would not compile, or would

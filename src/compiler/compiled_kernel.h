@@ -10,13 +10,15 @@ namespace lt::compiler {
 
 // A kernel ready to run: evaluates its program over n elements of contiguous input arrays
 // and writes n elements of each output (a reduction kernel writes the values it folds).
+// `start` is the position of the first element in the kernel's iteration space (an Iota reads
+// it; elementwise kernels only).
 // Outputs may be the very arrays of inputs (in-place updates): every element is read before
 // it is written.
 class CompiledKernel {
  public:
   virtual ~CompiledKernel() = default;
   virtual void run(const void* const* inputs, void* const* outputs, const double* scalars,
-                   int64_t n) const = 0;
+                   int64_t start, int64_t n) const = 0;
   virtual const char* method() const = 0;  // "native" or "interpreter"
   // The kernel that runs now. A tiered kernel answers its interpreted form until its native
   // code is ready; launches resolve once per work unit, so each unit runs one code.

@@ -42,8 +42,10 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
   std::map<std::pair<int, std::string>, size_t> launch_of;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const Kernel& kernel = plan.kernels[k];
-    auto [it, fresh] =
-        launch_of.emplace(std::make_pair(kernel.level, kernel.program.key()), plan.launches.size());
+    // Opaque ops run one by one: each has its own shapes and routine.
+    const std::string key =
+        kernel.opaque >= 0 ? "opaque " + std::to_string(k) : kernel.program.key();
+    auto [it, fresh] = launch_of.emplace(std::make_pair(kernel.level, key), plan.launches.size());
     if (fresh) plan.launches.emplace_back();
     plan.launches[it->second].kernels.push_back(static_cast<uint32_t>(k));
   }
@@ -58,7 +60,7 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     for (uint32_t k : plan.launches[l].kernels) {
       const Kernel& kernel = plan.kernels[k];
       for (uint32_t node : kernel.input_nodes) {
-        const int slot = slot_for(node);
+        const int slot = slot_for(storage_node(graph, node));
         if (slot < plan.num_inputs) ++reads[slot];
         if (slot >= first_temp) plan.temp_last_launch[slot - first_temp] = l;
       }
@@ -77,9 +79,10 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
   for (int o = 0; o < plan.num_outputs; ++o) {
     if (writer[o] < 0) continue;
     const Kernel& kernel = plan.kernels[writer[o]];
-    if (kernel.program.reduce != ReduceKind::None) continue;
+    if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
     const ir::Node& out = graph.node(graph.outputs[o]);
     for (uint32_t node : kernel.input_nodes) {
+      if (ir::is_view(graph.node(node).op)) continue;  // read in another order
       const int slot = plan.slot_of[node];
       if (slot >= plan.num_inputs || reads[slot] != 1) continue;
       const ir::Node& in = graph.node(node);

@@ -28,6 +28,8 @@ ReduceKind reduce_kind(ir::OpKind op) {
       return ReduceKind::Max;
     case ir::OpKind::Norm:
       return ReduceKind::Norm;
+    case ir::OpKind::ArgMax:
+      return ReduceKind::ArgMax;
     default:
       return ReduceKind::None;
   }
@@ -107,6 +109,9 @@ std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& optio
   // same shape) are recomputed inside the reductions instead of being written out, unless
   // that would make a reduction's program longer than max_ops: then they are materialized.
   std::vector<char> folded(n, 0), unfoldable(n, 0);
+  // An Iota's values are positions in its kernel's iteration space, which a reduction walks in
+  // another order: it is never folded.
+  for (uint32_t i = 0; i < n; ++i) unfoldable[i] = graph.node(i).op == ir::OpKind::Iota;
   auto fold = [&] {
     for (size_t r = n; r-- > 0;) {
       auto i = static_cast<uint32_t>(r);
@@ -152,6 +157,7 @@ std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& optio
   // needs the producer in memory raises it by one.
   std::vector<int> level(n, 0);
   auto fusible = [&](uint32_t producer, uint32_t user) {
+    if (ir::is_view(graph.node(producer).op)) return true;  // read in place by its user
     if (folded[producer]) return true;  // all its users are reductions or folded nodes
     return elementwise(producer) && elementwise(user) && !folded[user] &&
            same_shape(producer, user);
@@ -235,6 +241,33 @@ std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& optio
     kernels.push_back(std::move(kernel));
   }
 
+  // Views that are graph outputs are copied out, contiguous.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!ir::is_view(graph.node(i).op) || !is_output[i]) continue;
+    Kernel kernel;
+    kernel.iteration_shape = graph.node(i).shape;
+    kernel.level = level[i];
+    ProgramBuilder builder(graph, kernel);
+    kernel.program.outputs.push_back(builder.reg_for(i));
+    kernel.output_nodes.push_back(i);
+    first_node.push_back(i);
+    kernels.push_back(std::move(kernel));
+  }
+
+  // Opaque ops, one kernel each.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!ir::is_opaque(graph.node(i).op)) continue;
+    Kernel kernel;
+    kernel.iteration_shape = graph.node(i).shape;
+    kernel.level = level[i];
+    kernel.opaque = i;
+    for (int k = 0; k < graph.num_operands(i); ++k)
+      kernel.input_nodes.push_back(graph.operand(i, k));
+    kernel.output_nodes.push_back(i);
+    first_node.push_back(i);
+    kernels.push_back(std::move(kernel));
+  }
+
   // Reduction kernels, each with its folded producers.
   for (uint32_t i = 0; i < n; ++i) {
     if (!reduction(i)) continue;
@@ -270,7 +303,7 @@ std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& optio
     Kernel& kernel = kernels[k];
     int exec_level = 0;
     for (uint32_t input : kernel.input_nodes) {
-      auto it = level_of_writer.find(input);
+      auto it = level_of_writer.find(storage_node(graph, input));
       if (it != level_of_writer.end()) exec_level = std::max(exec_level, it->second + 1);
     }
     kernel.level = exec_level;

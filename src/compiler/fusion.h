@@ -17,7 +17,16 @@ struct Kernel {
   std::vector<uint32_t> output_nodes;  // graph node written by each program output
   std::vector<uint32_t> scalar_nodes;  // Scalar leaf passed as each scalar argument
   int level = 0;  // kernels of one level are independent; levels run in increasing order
+  // An opaque op (matmul, gather, ...): the graph node the backend runs with its own routine.
+  // Its program is empty; input_nodes are the node's operands, output_nodes the node.
+  int64_t opaque = -1;
 };
+
+// The node a kernel reads for input node `index`: a view's operand (read through the view's
+// strides), else the node itself.
+inline uint32_t storage_node(const ir::Graph& graph, uint32_t index) {
+  return ir::is_view(graph.node(index).op) ? graph.operand(index, 0) : index;
+}
 
 struct FusionOptions {
   size_t max_kernel_ops = 512;  // longer programs are cut into several kernels
@@ -30,7 +39,9 @@ struct FusionOptions {
 // only nodes needed outside it (graph outputs, inputs of other kernels) reach memory.
 // Elementwise nodes whose only users are reductions are folded into the reductions.
 // A node is materialized when a user broadcasts it or when it feeds a kernel across a
-// reduction. Cycles between kernels are impossible by construction: every node gets a
+// reduction, a view or an opaque op. Views are never materialized (kernels read their
+// operand through the view's strides) unless they are graph outputs; opaque ops are kernels
+// of their own. Cycles between kernels are impossible by construction: every node gets a
 // level (the longest distance, in materializations, to a graph output) and only nodes of
 // equal level fuse, while every edge between kernels strictly lowers the level. A program is
 // never longer than options.max_kernel_ops ops: longer chains are cut into several kernels.

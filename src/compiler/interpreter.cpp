@@ -114,12 +114,21 @@ void fill(void* dst, double value, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = v;
 }
 
+// Iota: the positions first, first + 1, ... in registers of T.
+template <class T>
+void positions(void* dst, int64_t first, int64_t n) {
+  RegisterOf<T>* out = static_cast<RegisterOf<T>*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<RegisterOf<T>>(first + i);
+}
+
 // How one instruction runs, chosen for its dtypes when the kernel is built.
 struct Step {
   size_t input_size = 0;        // Input: bytes per element in memory
   ConvertFn convert = nullptr;  // Input: memory to registers (null: read in place); Cast
   FillFn fill = nullptr;        // Scalar, Constant
   OpFn op = nullptr;            // every other op
+  using PositionsFn = void (*)(void* dst, int64_t first, int64_t n);
+  PositionsFn fill_positions = nullptr;  // Iota
 };
 
 struct OutputStore {
@@ -141,6 +150,10 @@ Step make_step(const KernelProgram& program, const Instr& instr) {
         step.fill = fill<T>;
         return;
       case InstrKind::Op:
+        if (instr.op == ir::OpKind::Iota) {
+          step.fill_positions = positions<T>;
+          return;
+        }
         if (instr.op == ir::OpKind::Cast) {
           step.convert = visit_dtype(program.instrs[instr.args[0]].dtype, [](auto from) {
             return static_cast<ConvertFn>(convert<T, typename decltype(from)::type>);
@@ -177,7 +190,7 @@ class InterpretedKernel final : public CompiledKernel {
     }
   }
 
-  void run(const void* const* inputs, void* const* outputs, const double* scalars,
+  void run(const void* const* inputs, void* const* outputs, const double* scalars, int64_t start,
            int64_t n) const override {
     const size_t num_regs = program_.instrs.size();
     thread_local std::vector<double> storage;  // 8 bytes per element holds any register
@@ -207,7 +220,9 @@ class InterpretedKernel final : public CompiledKernel {
                       count);
             break;
           case InstrKind::Op:
-            if (step.op != nullptr) {
+            if (instr.op == ir::OpKind::Iota) {
+              step.fill_positions(slot, start + begin, count);
+            } else if (step.op != nullptr) {
               step.op(instr, regs.data(), slot, count);
             } else {
               step.convert(regs[instr.args[0]], slot, count);  // a Cast

@@ -28,9 +28,9 @@ class TieredKernel final : public CompiledKernel {
   explicit TieredKernel(const KernelProgram& program)
       : program_(program), interpreted_(make_interpreted_kernel(program)) {}
 
-  void run(const void* const* inputs, void* const* outputs, const double* scalars,
+  void run(const void* const* inputs, void* const* outputs, const double* scalars, int64_t start,
            int64_t n) const override {
-    resolve().run(inputs, outputs, scalars, n);
+    resolve().run(inputs, outputs, scalars, start, n);
   }
   const char* method() const override { return resolve().method(); }
   const CompiledKernel& resolve() const override {

@@ -23,7 +23,7 @@ struct Instr {
 };
 
 // Reductions fold the program's single output; None stores every output element.
-enum class ReduceKind : uint8_t { None, Sum, Mean, Max, Norm };
+enum class ReduceKind : uint8_t { None, Sum, Mean, Max, Norm, ArgMax };
 
 struct KernelProgram {
   std::vector<Instr> instrs;

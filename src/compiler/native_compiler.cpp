@@ -37,11 +37,11 @@ struct SharedObject {
 
 class NativeKernel final : public CompiledKernel {
  public:
-  using Fn = void (*)(const void* const*, void* const*, const double*, long);
+  using Fn = void (*)(const void* const*, void* const*, const double*, long, long);
   NativeKernel(Fn fn, std::shared_ptr<SharedObject> object) : fn_(fn), object_(std::move(object)) {}
-  void run(const void* const* inputs, void* const* outputs, const double* scalars,
+  void run(const void* const* inputs, void* const* outputs, const double* scalars, int64_t start,
            int64_t n) const override {
-    fn_(inputs, outputs, scalars, static_cast<long>(n));
+    fn_(inputs, outputs, scalars, static_cast<long>(start), static_cast<long>(n));
   }
   const char* method() const override { return "native"; }
 

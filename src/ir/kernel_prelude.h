@@ -36,6 +36,12 @@ inline float lt_tanh(float x) {
 inline double lt_tanh(double x) {
   return __builtin_tanh(x);
 }
+inline float lt_erf(float x) {
+  return __builtin_erff(x);
+}
+inline double lt_erf(double x) {
+  return __builtin_erf(x);
+}
 inline float lt_pow(float x, float y) {
   return __builtin_powf(x, y);
 }
@@ -50,6 +56,44 @@ inline T lt_maximum(T a, T b) {
 template <class T>
 inline T lt_minimum(T a, T b) {
   return (a != a || b != b) ? a + b : (a < b ? a : b);
+}
+
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): a
+// counter-based generator, so element i of draw `offset` under `seed` is a pure function of
+// the three, computed where it is used, in any order, on any thread. The counter is
+// (position, offset) and the key the seed, each as two 32-bit words.
+struct LtPhilox {
+  unsigned int c[4];
+};
+inline LtPhilox lt_philox4x32_10(unsigned int c0, unsigned int c1, unsigned int c2, unsigned int c3,
+                                 unsigned int k0, unsigned int k1) {
+  LtPhilox x{{c0, c1, c2, c3}};
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    const unsigned long long p0 = 0xD2511F53ull * x.c[0];
+    const unsigned long long p1 = 0xCD9E8D57ull * x.c[2];
+    const unsigned int next[4] = {
+        static_cast<unsigned int>(p1 >> 32) ^ x.c[1] ^ k0, static_cast<unsigned int>(p1),
+        static_cast<unsigned int>(p0 >> 32) ^ x.c[3] ^ k1, static_cast<unsigned int>(p0)};
+    x = LtPhilox{{next[0], next[1], next[2], next[3]}};
+  }
+  return x;
+}
+// A double on [0, 1) with 53 random bits. seed, offset and position are integers below 2^53.
+template <class T>
+inline T lt_philox_uniform(T seed, T offset, T position) {
+  const unsigned long long s = static_cast<unsigned long long>(static_cast<double>(seed));
+  const unsigned long long o = static_cast<unsigned long long>(static_cast<double>(offset));
+  const unsigned long long p = static_cast<unsigned long long>(static_cast<double>(position));
+  const LtPhilox r =
+      lt_philox4x32_10(static_cast<unsigned int>(p), static_cast<unsigned int>(p >> 32),
+                       static_cast<unsigned int>(o), static_cast<unsigned int>(o >> 32),
+                       static_cast<unsigned int>(s), static_cast<unsigned int>(s >> 32));
+  const unsigned long long bits = (static_cast<unsigned long long>(r.c[0]) << 32 | r.c[1]) >> 11;
+  return static_cast<T>(static_cast<double>(bits) * 0x1p-53);
 }
 
 // Conversions between dtypes, in registers. Every dtype is computed in its storage type but

@@ -52,8 +52,11 @@ Node::~Node() {
   t_release_queue = nullptr;
 }
 
-NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
-                  std::initializer_list<NodePtr> operands, std::initializer_list<int64_t> attrs) {
+namespace {
+
+template <class Operands, class Attrs>
+NodePtr build_node(OpKind op, DType dtype, const Shape& shape, const Operands& operands,
+                   const Attrs& attrs) {
   static metrics::Counter& traced = metrics::counter("TracedOps");
   if (op != OpKind::DeviceData) traced.add();
   auto node = std::make_shared<Node>(op, dtype, shape);
@@ -66,6 +69,18 @@ NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
   node->depth = depth;
   for (int64_t attr : attrs) node->attrs.push_back(attr);
   return node;
+}
+
+}  // namespace
+
+NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
+                  std::initializer_list<NodePtr> operands, std::initializer_list<int64_t> attrs) {
+  return build_node(op, dtype, shape, operands, attrs);
+}
+
+NodePtr make_node(OpKind op, DType dtype, const Shape& shape, const std::vector<NodePtr>& operands,
+                  const std::vector<int64_t>& attrs) {
+  return build_node(op, dtype, shape, operands, attrs);
 }
 
 NodePtr make_scalar_node(OpKind op, DType dtype, double value) {

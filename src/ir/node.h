@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "ir/inline_vector.h"
 #include "ir/ops.h"
@@ -49,11 +50,16 @@ struct Node {
   // Reductions: bit d of the mask set = operand dim d is reduced.
   uint32_t reduce_mask() const { return static_cast<uint32_t>(attrs[0]); }
   bool keepdim() const { return attrs[1] != 0; }
+  // Views: where element 0 sits in the operand's storage, and each dim's stride there.
+  int64_t view_offset() const { return attrs[0]; }
+  int64_t view_stride(int d) const { return attrs[1 + d]; }
 };
 
 NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
                   std::initializer_list<NodePtr> operands,
                   std::initializer_list<int64_t> attrs = {});
+NodePtr make_node(OpKind op, DType dtype, const Shape& shape, const std::vector<NodePtr>& operands,
+                  const std::vector<int64_t>& attrs);
 NodePtr make_scalar_node(OpKind op, DType dtype, double value);  // Scalar or Constant
 NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, bool keepdim,
                        const Shape& shape);

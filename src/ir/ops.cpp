@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/kernel_prelude.h"
+
 namespace lt::ir {
 
 namespace {
@@ -15,6 +17,11 @@ double ref_maximum(double a, double b) {
 double ref_minimum(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
   return std::min(a, b);
+}
+
+double ref_sign(double a) {
+  if (std::isnan(a)) return a;
+  return a > 0 ? 1.0 : (a < 0 ? -1.0 : 0.0);
 }
 
 double no_reference(double, double, double) {
@@ -39,10 +46,17 @@ const OpInfo kOpInfos[] = {
 #undef LT_BINARY
 #undef LT_TERNARY
     {"Cast", OpCategory::Elementwise, 1, identity_reference},
+    {"Iota", OpCategory::Elementwise, 0, no_reference},
     {"Sum", OpCategory::Reduction, 1, no_reference},
     {"Mean", OpCategory::Reduction, 1, no_reference},
     {"Max", OpCategory::Reduction, 1, no_reference},
     {"Norm", OpCategory::Reduction, 1, no_reference},
+    {"ArgMax", OpCategory::Reduction, 1, no_reference},
+    {"View", OpCategory::View, 1, no_reference},
+    {"MatMul", OpCategory::Opaque, 2, no_reference},
+    {"IndexSelect", OpCategory::Opaque, 2, no_reference},
+    {"IndexAdd", OpCategory::Opaque, 2, no_reference},
+    {"Cat", OpCategory::Opaque, -1, no_reference},
 };
 static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == static_cast<size_t>(OpKind::kCount),
               "every OpKind needs an OpInfo");

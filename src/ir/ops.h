@@ -16,19 +16,31 @@ enum class OpKind : uint16_t {
 #undef LT_BINARY
 #undef LT_TERNARY
   Cast,  // elementwise conversion to the node's dtype
+  Iota,  // elementwise, no operands: each element's linear index in the node's shape (f64)
   Sum,   // reductions over Node::reduce_mask of the operand's dims
   Mean,
   Max,
   Norm,
+  ArgMax,  // i64: the position of the first maximum (NaN counts as the maximum) in the run
+  // A strided window on its operand's contiguous storage (Node::view_offset, view_strides):
+  // reshape, permute, expand, slice, squeeze. Kernels read it in place; never written out
+  // unless it is a graph output.
+  View,
+  // Opaque ops: run by the backend's own routine over operands in memory (views read in
+  // place), never fused into a kernel program.
+  MatMul,       // [..., M, K] x [..., K, N] -> [batch..., M, N], batch dims broadcast
+  IndexSelect,  // (table, ids: 1-D integer), attrs {dim}: rows of `table` along dim
+  IndexAdd,     // (source, ids: 1-D integer), attrs {dim, size}: zeros with source rows added
+  Cat,          // N operands, attrs {dim}
   kCount,
 };
 
-enum class OpCategory : uint8_t { Leaf, Elementwise, Reduction };
+enum class OpCategory : uint8_t { Leaf, Elementwise, Reduction, View, Opaque };
 
 struct OpInfo {
   const char* name;  // the kernel functor's name for elementwise ops ("Add" -> lt_kernel::AddFn)
   OpCategory category;
-  int arity;
+  int arity;  // -1: any number of operands
   // Double-precision reference (elementwise ops only), independent of the kernels.
   double (*reference)(double a, double b, double c);
 };
@@ -42,6 +54,12 @@ inline bool is_reduction(OpKind op) {
 }
 inline bool is_leaf(OpKind op) {
   return op_info(op).category == OpCategory::Leaf;
+}
+inline bool is_view(OpKind op) {
+  return op == OpKind::View;
+}
+inline bool is_opaque(OpKind op) {
+  return op_info(op).category == OpCategory::Opaque;
 }
 
 }  // namespace lt::ir

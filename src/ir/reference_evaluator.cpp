@@ -145,6 +145,10 @@ class Evaluator {
         return elementwise(i);
       case OpCategory::Reduction:
         return reduction(i);
+      case OpCategory::View:
+        return view(i);
+      case OpCategory::Opaque:
+        return opaque(i);
     }
     return {};
   }
@@ -186,6 +190,11 @@ class Evaluator {
       const Shape& shape = graph_.node(operand).shape;
       if (!(shape == node.shape)) index[k] = broadcast_index(shape, node.shape);
     }
+    if (node.op == OpKind::Iota) {
+      Values out(node.shape.numel());
+      for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<double>(e);
+      return out;
+    }
     const DType from =
         node.op == OpKind::Cast ? graph_.node(graph_.operand(i, 0)).dtype : node.dtype;
     const auto reference = op_info(node.op).reference;
@@ -207,8 +216,11 @@ class Evaluator {
     const Shape& in = graph_.node(operand).shape;
     const Values& values = values_[operand];
     const int64_t n_out = node.shape.numel();
-    Values acc(n_out, node.op == OpKind::Max ? -std::numeric_limits<double>::infinity() : 0.0);
+    Values acc(n_out, node.op == OpKind::Max || node.op == OpKind::ArgMax
+                          ? -std::numeric_limits<double>::infinity()
+                          : 0.0);
     std::vector<int64_t> count(n_out, 0);
+    Values best(n_out, 0);  // ArgMax: the position of acc within its run
     const int rank = in.rank();
     for (int64_t e = 0; e < in.numel(); ++e) {
       // The output index: the input's coordinates with reduced dims dropped.
@@ -230,6 +242,13 @@ class Evaluator {
         case OpKind::Norm:
           a += v * v;
           break;
+        case OpKind::ArgMax:
+          // The first maximum, a NaN being larger than anything, as torch.argmax.
+          if (!std::isnan(a) && (std::isnan(v) || v > a || count[out_index] == 0)) {
+            a = v;
+            best[out_index] = static_cast<double>(count[out_index]);
+          }
+          break;
         default:
           a += v;
           break;
@@ -239,9 +258,134 @@ class Evaluator {
     for (int64_t o = 0; o < n_out; ++o) {
       if (node.op == OpKind::Mean) acc[o] /= static_cast<double>(count[o]);
       if (node.op == OpKind::Norm) acc[o] = std::sqrt(acc[o]);
+      if (node.op == OpKind::ArgMax) acc[o] = best[o];
       acc[o] = round_result(node.dtype, acc[o]);
     }
     return acc;
+  }
+
+  // Element e of the view: its operand's value at offset + sum of coordinate * stride.
+  Values view(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const Values& source = values_[graph_.operand(i, 0)];
+    const int64_t n = node.shape.numel();
+    Values out(n);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t rest = e, at = node.view_offset();
+      for (int d = node.shape.rank() - 1; d >= 0; --d) {
+        at += rest % node.shape[d] * node.view_stride(d);
+        rest /= node.shape[d];
+      }
+      out[e] = source[at];
+    }
+    return out;
+  }
+
+  Values opaque(uint32_t i) {
+    switch (graph_.node(i).op) {
+      case OpKind::MatMul:
+        return matmul(i);
+      case OpKind::IndexSelect:
+      case OpKind::IndexAdd:
+        return index_op(i);
+      case OpKind::Cat:
+        return cat(i);
+      default:
+        throw Error(std::string("reference::evaluate: no reference for op ") +
+                    op_info(graph_.node(i).op).name);
+    }
+  }
+
+  // Batched, broadcast matrix products, summed in double.
+  Values matmul(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const uint32_t ia = graph_.operand(i, 0), ib = graph_.operand(i, 1);
+    const Shape &sa = graph_.node(ia).shape, &sb = graph_.node(ib).shape;
+    const int rank = node.shape.rank();
+    const int64_t m = node.shape[rank - 2], n = node.shape[rank - 1], k = sa[sa.rank() - 1];
+    auto batch_of = [](const Shape& s) {
+      return Shape(std::vector<int64_t>(s.begin(), s.end() - 2));
+    };
+    const Shape batch = batch_of(node.shape);
+    const std::vector<int64_t> a_batch = broadcast_index(batch_of(sa), batch);
+    const std::vector<int64_t> b_batch = broadcast_index(batch_of(sb), batch);
+    const Values &a = values_[ia], &b = values_[ib];
+    Values out(node.shape.numel());
+    for (int64_t p = 0; p < batch.numel(); ++p) {
+      const double* pa = a.data() + a_batch[p] * m * k;
+      const double* pb = b.data() + b_batch[p] * k * n;
+      double* pc = out.data() + p * m * n;
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          double acc = 0;
+          for (int64_t q = 0; q < k; ++q) acc += pa[r * k + q] * pb[q * n + c];
+          pc[r * n + c] = round_result(node.dtype, acc);
+        }
+      }
+    }
+    return out;
+  }
+
+  // IndexSelect: out[.., j, ..] = table[.., ids[j], ..]; IndexAdd: out[.., ids[j], ..] +=
+  // source[.., j, ..] over zeros. Ids out of range are an error, as in PyTorch.
+  Values index_op(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const bool select = node.op == OpKind::IndexSelect;
+    const uint32_t idata = graph_.operand(i, 0), iids = graph_.operand(i, 1);
+    const Shape& data_shape = graph_.node(idata).shape;
+    const Values &data = values_[idata], &ids = values_[iids];
+    const int dim = static_cast<int>(node.attrs[0]);
+    const Shape& table = select ? data_shape : node.shape;  // the side indexed by the ids
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < dim; ++d) outer *= table[d];
+    for (int d = dim + 1; d < table.rank(); ++d) inner *= table[d];
+    const int64_t rows = table[dim], count = static_cast<int64_t>(ids.size());
+    Values out(node.shape.numel(), 0.0);
+    for (int64_t j = 0; j < count; ++j) {
+      const auto id = static_cast<int64_t>(ids[j]);
+      if (id < 0 || id >= rows) {
+        throw Error(std::string(select ? "index_select" : "index_add") + ": index " +
+                    std::to_string(id) + " is out of range for dim " + std::to_string(dim) +
+                    " of size " + std::to_string(rows));
+      }
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t e = 0; e < inner; ++e) {
+          const int64_t at_table = (o * rows + id) * inner + e;
+          const int64_t at_list = (o * count + j) * inner + e;
+          if (select) {
+            out[at_list] = data[at_table];
+          } else {
+            out[at_table] += data[at_list];
+          }
+        }
+      }
+    }
+    if (!select) {
+      for (double& v : out) v = round_result(node.dtype, v);
+    }
+    return out;
+  }
+
+  Values cat(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const int dim = static_cast<int>(node.attrs[0]);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < dim; ++d) outer *= node.shape[d];
+    for (int d = dim + 1; d < node.shape.rank(); ++d) inner *= node.shape[d];
+    Values out(node.shape.numel());
+    int64_t at = 0;  // the first row of the current operand along dim
+    for (int k = 0; k < graph_.num_operands(i); ++k) {
+      const uint32_t operand = graph_.operand(i, k);
+      const int64_t rows = graph_.node(operand).shape[dim];
+      const Values& part = values_[operand];
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t e = 0; e < rows * inner; ++e) {
+          out[(o * node.shape[dim] + at) * inner + e] = part[o * rows * inner + e];
+        }
+      }
+      at += rows;
+    }
+    return out;
   }
 
   const Graph& graph_;

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <thread>
 
+#include "autograd/function.h"
 #include "backend/registry.h"
 
 namespace lt {

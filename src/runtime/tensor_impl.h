@@ -8,6 +8,14 @@
 
 namespace lt {
 
+namespace autograd {
+struct Meta;
+// Defined where Meta is complete, so this header need not include autograd's.
+struct MetaDeleter {
+  void operator()(Meta* meta) const;
+};
+}  // namespace autograd
+
 // What a Tensor handle points at: either a pending IR value or device data, never both.
 // Pending tensors are kept in a registry so that mark_step() can find every live one; a
 // tensor that dies while pending is simply never computed.
@@ -22,6 +30,11 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   Device device;
   ir::NodePtr ir;
   runtime::DeviceDataPtr data;
+  // Autograd's state (requires_grad, grad_fn, grad); null for tensors autograd never saw.
+  std::unique_ptr<autograd::Meta, autograd::MetaDeleter> autograd;
+  // Made by a view op (reshape, transpose, ...): in-place ops on it are refused, since the
+  // base would not see them.
+  bool is_view = false;
 
   // Rebinds to a pending value (registering as pending) or to device data.
   void set_ir(ir::NodePtr node);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "autograd/function.h"
 #include "ir/node.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
@@ -119,6 +120,7 @@ TraceScope::TraceScope(const char* op, Purpose purpose) {
     return;
   }
   if (purpose == Purpose::trace) check_graph_growth(op);
+  autograd::reset_operand_note();  // the in-place check looks at this op's operands only
   trace_lock().lock_shared();
   ++t_trace_depth;
 }

@@ -2,10 +2,14 @@
 #include "lazytensor/tensor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <string>
 
+#include "autograd/function.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
+#include "lazytensor/functional.h"
 #include "runtime/graph_executor.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
@@ -13,6 +17,7 @@
 
 namespace lt {
 
+using autograd::Gradients;
 using ir::OpKind;
 using trace::elementwise;
 using trace::scalar;
@@ -100,6 +105,17 @@ uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>&
   return rank == 0 ? 0 : mask;
 }
 
+std::vector<int> mask_dims(uint32_t mask, int rank) {
+  std::vector<int> dims;
+  for (int d = 0; d < rank; ++d) {
+    if (mask >> d & 1) dims.push_back(d);
+  }
+  return dims;
+}
+
+Tensor unreduce(const Tensor& g, const Shape& shape, uint32_t mask, bool keepdim);
+Tensor indicator(const Tensor& mask, const Tensor& like);
+
 Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool keepdim) {
   ir::NodePtr v = value_of(t, op);
   trace::check_arithmetic(op, v->dtype);
@@ -117,11 +133,95 @@ Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool 
     throw Error(std::string(op) + ": cannot take the max over zero elements (shape " +
                 v->shape.str() + ")");
   }
-  return trace::make_tensor(ir::make_reduction(kind, v, mask, keepdim, Shape(dims)));
+  Tensor out = trace::make_tensor(ir::make_reduction(kind, v, mask, keepdim, Shape(dims)));
+  if (!autograd::needs_grad({&t})) return out;
+  return autograd::record(
+      op, out, {&t},
+      [kind, mask, keepdim, reduced, x = autograd::saved(t),
+       y = autograd::saved(out)](const Tensor& g) {
+        const Shape& shape = x.shape();
+        switch (kind) {
+          case OpKind::Mean:
+            return Gradients{unreduce(g, shape, mask, keepdim) / static_cast<double>(reduced)};
+          case OpKind::Max: {
+            // Ties share the gradient evenly, as torch.amax.
+            const Tensor hits = indicator(x.eq(unreduce(y, shape, mask, keepdim)), x);
+            const Tensor count =
+                unreduce(hits.sum(mask_dims(mask, shape.rank()), true), shape, mask, true);
+            return Gradients{unreduce(g, shape, mask, keepdim) * hits / count};
+          }
+          case OpKind::Norm: {
+            // d|x|/dx = x / |x|, taken as 0 where the norm is 0 (as PyTorch).
+            const Tensor norm = unreduce(y, shape, mask, keepdim);
+            const Tensor zero = zeros_like(norm);
+            return Gradients{unreduce(g, shape, mask, keepdim) *
+                             where(norm.eq(0.0), zero, x / norm)};
+          }
+          default:
+            return Gradients{unreduce(g, shape, mask, keepdim)};
+        }
+      });
 }
 
 uint32_t all_dims(const Tensor& t) {
   return t.dim() == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << t.dim()) - 1);
+}
+
+// A unary op whose derivative is a function of the upstream gradient, the input and the output.
+using UnaryDerivative = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& y);
+
+Tensor unary_op(const Tensor& self, OpKind kind, const char* op, UnaryDerivative derivative) {
+  Tensor out = trace::make_tensor(unary(self, kind, op));
+  if (!autograd::needs_grad({&self})) return out;
+  return autograd::record(op, out, {&self},
+                          [x = autograd::saved(self), y = autograd::saved(out),
+                           derivative](const Tensor& g) { return Gradients{derivative(g, x, y)}; });
+}
+
+// Records a two-input op: derivative(g, a, b, y) gives the gradients before summing back
+// over broadcast dims.
+using BinaryDerivative = Gradients (*)(const Tensor& g, const Tensor& a, const Tensor& b,
+                                       const Tensor& y);
+
+Tensor binary_op(const char* op, Tensor out, const Tensor& a, const Tensor& b,
+                 BinaryDerivative derivative) {
+  if (!autograd::needs_grad({&a, &b})) return out;
+  return autograd::record(op, out, {&a, &b},
+                          [sa = autograd::saved(a), sb = autograd::saved(b),
+                           y = autograd::saved(out), derivative](const Tensor& g) {
+                            Gradients grads = derivative(g, sa, sb, y);
+                            grads[0] = autograd::sum_to(grads[0], sa.shape());
+                            grads[1] = autograd::sum_to(grads[1], sb.shape());
+                            return grads;
+                          });
+}
+
+// Records a one-input op over a number: derivative(g, x, y, number).
+using ScalarDerivative = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& y,
+                                    double number);
+
+Tensor scalar_op(const char* op, Tensor out, const Tensor& x, double number,
+                 ScalarDerivative derivative) {
+  if (!autograd::needs_grad({&x})) return out;
+  return autograd::record(op, out, {&x},
+                          [sx = autograd::saved(x), y = autograd::saved(out), number, derivative](
+                              const Tensor& g) { return Gradients{derivative(g, sx, y, number)}; });
+}
+
+// 1 where `mask` holds, else 0, in `like`'s dtype.
+Tensor indicator(const Tensor& mask, const Tensor& like) {
+  return mask.to(like.dtype());
+}
+
+// A gradient of a reduction's result spread back over the reduced dims of `shape`.
+Tensor unreduce(const Tensor& g, const Shape& shape, uint32_t mask, bool keepdim) {
+  Tensor out = g;
+  if (!keepdim) {
+    for (int d = 0; d < shape.rank(); ++d) {
+      if (mask >> d & 1) out = out.unsqueeze(d);
+    }
+  }
+  return out.expand(shape.to_vector());
 }
 
 }  // namespace
@@ -182,123 +282,310 @@ double Tensor::item() const {
 
 Tensor Tensor::add(const Tensor& other) const {
   const runtime::TraceScope scope("add");
-  return trace::make_tensor(binary(*this, other, OpKind::Add, "add"));
+  return binary_op("add", trace::make_tensor(binary(*this, other, OpKind::Add, "add")), *this,
+                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+                     (void)a;
+                     (void)b;
+                     (void)y;
+                     return Gradients{g, g};
+                   });
 }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   const runtime::TraceScope scope("add");
-  return trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
+  Tensor out = trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
+  if (!autograd::needs_grad({this, &other})) return out;
+  return autograd::record(
+      "add", out, {this, &other}, [sa = shape(), sb = other.shape(), alpha](const Tensor& g) {
+        return Gradients{autograd::sum_to(g, sa), autograd::sum_to(g * (alpha), sb)};
+      });
 }
 Tensor Tensor::add(double other) const {
   const runtime::TraceScope scope("add");
-  return trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add"));
+  return scalar_op("add", trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add")), *this,
+                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g;
+                   });
 }
 Tensor Tensor::sub(const Tensor& other) const {
   const runtime::TraceScope scope("sub");
-  return trace::make_tensor(binary(*this, other, OpKind::Sub, "sub"));
+  return binary_op("sub", trace::make_tensor(binary(*this, other, OpKind::Sub, "sub")), *this,
+                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+                     (void)a;
+                     (void)b;
+                     (void)y;
+                     return Gradients{g, g.neg()};
+                   });
 }
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
   const runtime::TraceScope scope("sub");
-  return trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
+  Tensor out = trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
+  if (!autograd::needs_grad({this, &other})) return out;
+  return autograd::record(
+      "sub", out, {this, &other}, [sa = shape(), sb = other.shape(), alpha](const Tensor& g) {
+        return Gradients{autograd::sum_to(g, sa), autograd::sum_to(g * (-alpha), sb)};
+      });
 }
 Tensor Tensor::sub(double other) const {
   const runtime::TraceScope scope("sub");
-  return trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub"));
+  return scalar_op("sub", trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub")), *this,
+                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g;
+                   });
 }
 Tensor Tensor::mul(const Tensor& other) const {
   const runtime::TraceScope scope("mul");
-  return trace::make_tensor(binary(*this, other, OpKind::Mul, "mul"));
+  return binary_op("mul", trace::make_tensor(binary(*this, other, OpKind::Mul, "mul")), *this,
+                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+                     (void)a;
+                     (void)b;
+                     (void)y;
+                     return Gradients{g * b, g * a};
+                   });
 }
 Tensor Tensor::mul(double other) const {
   const runtime::TraceScope scope("mul");
-  return trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul"));
+  return scalar_op("mul", trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul")), *this,
+                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g * s;
+                   });
 }
 Tensor Tensor::div(const Tensor& other) const {
   const runtime::TraceScope scope("div");
-  return trace::make_tensor(binary(*this, other, OpKind::Div, "div"));
+  return binary_op("div", trace::make_tensor(binary(*this, other, OpKind::Div, "div")), *this,
+                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+                     (void)a;
+                     (void)b;
+                     (void)y;
+                     return Gradients{g / b, (g * y / b).neg()};
+                   });
 }
 Tensor Tensor::div(double other) const {
   const runtime::TraceScope scope("div");
-  return trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div"));
+  return scalar_op("div", trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div")), *this,
+                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g / s;
+                   });
 }
 Tensor Tensor::pow(double exponent) const {
   const runtime::TraceScope scope("pow");
-  return trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow"));
+  return scalar_op("pow", trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow")),
+                   *this, exponent,
+                   [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g * s * x.pow(s - 1.0);
+                   });
 }
 Tensor Tensor::maximum(const Tensor& other) const {
   const runtime::TraceScope scope("maximum");
-  return trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum"));
+  return binary_op(
+      "maximum", trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum")), *this, other,
+      [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+        (void)a;
+        (void)b;
+        (void)y;
+        // Ties share the gradient, as torch.maximum.
+        const Tensor tie = indicator(a.eq(b), a) * 0.5;
+        return Gradients{g * (indicator(a.gt(b), a) + tie), g * (indicator(b.gt(a), a) + tie)};
+      });
 }
 Tensor Tensor::minimum(const Tensor& other) const {
   const runtime::TraceScope scope("minimum");
-  return trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum"));
+  return binary_op(
+      "minimum", trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum")), *this, other,
+      [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+        (void)a;
+        (void)b;
+        (void)y;
+        const Tensor tie = indicator(a.eq(b), a) * 0.5;
+        return Gradients{g * (indicator(a.lt(b), a) + tie), g * (indicator(b.lt(a), a) + tie)};
+      });
 }
 Tensor Tensor::clamp(double min, double max) const {
   const runtime::TraceScope scope("clamp");
-  return trace::make_tensor(clamp_node(*this, min, max, "clamp"));
+  Tensor out = trace::make_tensor(clamp_node(*this, min, max, "clamp"));
+  if (!autograd::needs_grad({this})) return out;
+  return autograd::record("clamp", out, {this},
+                          [x = autograd::saved(*this), min, max](const Tensor& g) {
+                            return Gradients{g * indicator(x.ge(min), x) * indicator(x.le(max), x)};
+                          });
 }
 Tensor Tensor::clamp_min(double min) const {
   const runtime::TraceScope scope("clamp_min");
-  return trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min"));
+  return scalar_op("clamp_min",
+                   trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min")), *this,
+                   min, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g * indicator(x.ge(s), x);
+                   });
 }
 Tensor Tensor::clamp_max(double max) const {
   const runtime::TraceScope scope("clamp_max");
-  return trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max"));
+  return scalar_op("clamp_max",
+                   trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max")), *this,
+                   max, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
+                     (void)x;
+                     (void)y;
+                     (void)s;
+                     return g * indicator(x.le(s), x);
+                   });
 }
 Tensor Tensor::lerp(const Tensor& end, double weight) const {
   const runtime::TraceScope scope("lerp");
-  return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
+  Tensor out = trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
+  if (!autograd::needs_grad({this, &end})) return out;
+  return autograd::record("lerp", out, {this, &end},
+                          [sa = shape(), se = end.shape(), weight](const Tensor& g) {
+                            return Gradients{autograd::sum_to(g * (1.0 - weight), sa),
+                                             autograd::sum_to(g * weight, se)};
+                          });
 }
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
   const runtime::TraceScope scope("lerp");
-  return trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
+  Tensor out = trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
+  if (!autograd::needs_grad({this, &end, &weight})) return out;
+  return autograd::record("lerp", out, {this, &end, &weight},
+                          [a = autograd::saved(*this), e = autograd::saved(end),
+                           w = autograd::saved(weight)](const Tensor& g) {
+                            return Gradients{autograd::sum_to(g * (1.0 - w), a.shape()),
+                                             autograd::sum_to(g * w, e.shape()),
+                                             autograd::sum_to(g * (e - a), w.shape())};
+                          });
 }
 Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double value) const {
   const runtime::TraceScope scope("addcmul");
-  return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul"));
+  Tensor out = trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Mul, "addcmul"));
+  if (!autograd::needs_grad({this, &tensor1, &tensor2})) return out;
+  return autograd::record("addcmul", out, {this, &tensor1, &tensor2},
+                          [s = shape(), t1 = autograd::saved(tensor1),
+                           t2 = autograd::saved(tensor2), value](const Tensor& g) {
+                            return Gradients{autograd::sum_to(g, s),
+                                             autograd::sum_to(g * t2 * value, t1.shape()),
+                                             autograd::sum_to(g * t1 * value, t2.shape())};
+                          });
 }
 Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value) const {
   const runtime::TraceScope scope("addcdiv");
-  return trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv"));
+  Tensor out = trace::make_tensor(addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv"));
+  if (!autograd::needs_grad({this, &tensor1, &tensor2})) return out;
+  return autograd::record(
+      "addcdiv", out, {this, &tensor1, &tensor2},
+      [s = shape(), t1 = autograd::saved(tensor1), t2 = autograd::saved(tensor2),
+       value](const Tensor& g) {
+        return Gradients{autograd::sum_to(g, s), autograd::sum_to(g / t2 * value, t1.shape()),
+                         autograd::sum_to((g * t1 / (t2 * t2) * -value), t2.shape())};
+      });
 }
 Tensor Tensor::neg() const {
   const runtime::TraceScope scope("neg");
-  return trace::make_tensor(unary(*this, OpKind::Neg, "neg"));
+  return unary_op(*this, OpKind::Neg, "neg", [](const Tensor& g, const Tensor& x, const Tensor& y) {
+    (void)x;
+    (void)y;
+    return g.neg();
+  });
 }
 Tensor Tensor::abs() const {
   const runtime::TraceScope scope("abs");
-  return trace::make_tensor(unary(*this, OpKind::Abs, "abs"));
+  return unary_op(*this, OpKind::Abs, "abs", [](const Tensor& g, const Tensor& x, const Tensor& y) {
+    (void)x;
+    (void)y;
+    return g * x.sign();
+  });
 }
 Tensor Tensor::sqrt() const {
   const runtime::TraceScope scope("sqrt");
-  return trace::make_tensor(unary(*this, OpKind::Sqrt, "sqrt"));
+  return unary_op(*this, OpKind::Sqrt, "sqrt",
+                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
+                    (void)x;
+                    (void)y;
+                    return g * 0.5 / y;
+                  });
 }
 Tensor Tensor::rsqrt() const {
   const runtime::TraceScope scope("rsqrt");
-  return trace::make_tensor(unary(*this, OpKind::Rsqrt, "rsqrt"));
+  return unary_op(*this, OpKind::Rsqrt, "rsqrt",
+                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
+                    (void)x;
+                    (void)y;
+                    return g * y * y * y * -0.5;
+                  });
 }
 Tensor Tensor::exp() const {
   const runtime::TraceScope scope("exp");
-  return trace::make_tensor(unary(*this, OpKind::Exp, "exp"));
+  return unary_op(*this, OpKind::Exp, "exp", [](const Tensor& g, const Tensor& x, const Tensor& y) {
+    (void)x;
+    (void)y;
+    return g * y;
+  });
 }
 Tensor Tensor::log() const {
   const runtime::TraceScope scope("log");
-  return trace::make_tensor(unary(*this, OpKind::Log, "log"));
+  return unary_op(*this, OpKind::Log, "log", [](const Tensor& g, const Tensor& x, const Tensor& y) {
+    (void)x;
+    (void)y;
+    return g / x;
+  });
 }
 Tensor Tensor::tanh() const {
   const runtime::TraceScope scope("tanh");
-  return trace::make_tensor(unary(*this, OpKind::Tanh, "tanh"));
+  return unary_op(*this, OpKind::Tanh, "tanh",
+                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
+                    (void)x;
+                    (void)y;
+                    return g * (1.0 - y * y);
+                  });
 }
 Tensor Tensor::sigmoid() const {
   const runtime::TraceScope scope("sigmoid");
-  return trace::make_tensor(unary(*this, OpKind::Sigmoid, "sigmoid"));
+  return unary_op(*this, OpKind::Sigmoid, "sigmoid",
+                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
+                    (void)x;
+                    (void)y;
+                    return g * y * (1.0 - y);
+                  });
 }
 Tensor Tensor::relu() const {
   const runtime::TraceScope scope("relu");
-  return trace::make_tensor(unary(*this, OpKind::Relu, "relu"));
+  return unary_op(*this, OpKind::Relu, "relu",
+                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
+                    (void)x;
+                    (void)y;
+                    return g * indicator(x.gt(0.0), x);
+                  });
+}
+Tensor Tensor::erf() const {
+  const runtime::TraceScope scope("erf");
+  return unary_op(*this, OpKind::Erf, "erf", [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return g * (x * x).neg().exp() * (2.0 / std::sqrt(std::numbers::pi));
+  });
+}
+Tensor Tensor::sign() const {
+  const runtime::TraceScope scope("sign");
+  return trace::make_tensor(unary(*this, OpKind::Sign, "sign"));
 }
 Tensor Tensor::clone() const {
   const runtime::TraceScope scope("clone");
-  return trace::make_tensor(unary(*this, OpKind::Identity, "clone"));
+  return unary_op(*this, OpKind::Identity, "clone",
+                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
+                    (void)x;
+                    (void)y;
+                    return g;
+                  });
 }
 
 Tensor Tensor::to(DType dtype) const {
@@ -306,7 +593,10 @@ Tensor Tensor::to(DType dtype) const {
   trace::check_dtype("to", dtype);
   ir::NodePtr v = value_of(*this, "to");
   if (v->dtype == dtype) return *this;  // as torch: the same tensor
-  return trace::make_tensor(trace::cast(v, dtype));
+  Tensor out = trace::make_tensor(trace::cast(v, dtype));
+  if (!autograd::needs_grad({this}) || !dtype_is_floating(dtype)) return out;
+  return autograd::record("to", out, {this},
+                          [from = v->dtype](const Tensor& g) { return Gradients{g.to(from)}; });
 }
 
 Tensor& Tensor::add_(const Tensor& other) {
@@ -559,7 +849,13 @@ Tensor operator*(double a, const Tensor& b) {
 Tensor operator/(double a, const Tensor& b) {
   const runtime::TraceScope scope("div");
   ir::NodePtr v = value_of(b, "div");
-  return trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}));
+  Tensor out =
+      trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}));
+  if (!autograd::needs_grad({&b})) return out;
+  return autograd::record("div", out, {&b},
+                          [x = autograd::saved(b), y = autograd::saved(out)](const Tensor& g) {
+                            return Gradients{(g * y / x).neg()};
+                          });
 }
 Tensor operator-(const Tensor& a) {
   const runtime::TraceScope scope("neg");

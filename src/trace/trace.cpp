@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "autograd/function.h"
 #include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
@@ -59,6 +60,7 @@ void check_fits(const char* op, const Shape& shape, DType dtype, const Device& w
 ir::NodePtr value_of(const Tensor& t, const char* op) {
   if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined");
   check_dtype(op, t.dtype());
+  autograd::note_operand(t);
   return t.impl()->value();
 }
 
@@ -201,6 +203,7 @@ Tensor make_tensor(ir::NodePtr node) {
 }
 
 Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
+  autograd::check_in_place(self, op);
   if (result->shape != self.shape()) {
     throw Error(std::string(op) + ": output with shape " + self.shape().str() +
                 " doesn't match the broadcast shape " + result->shape.str());

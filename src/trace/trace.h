@@ -31,6 +31,11 @@ ir::NodePtr expand(const char* op, const ir::NodePtr& value, const Shape& shape,
                    const Device& device);
 
 Tensor make_tensor(ir::NodePtr node);
+// Zeros of `source`'s shape with dim `dim` of size `size`, with source's slices along dim added
+// at positions `ids` (1-D integer): the gradient of index_select and of slice. Not recorded.
+Tensor index_add_zeros(const Tensor& source, int dim, const Tensor& ids, int64_t size);
+// A number fixed in the graph's structure (a shape-derived factor, not a user's scalar).
+ir::NodePtr constant(double value, DType dtype);
 // In place: `self` takes `result`, which must have self's shape; cast to self's dtype.
 Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op);
 

@@ -36,10 +36,18 @@ void contiguous_strides(const Shape& shape, int64_t* strides) {
   }
 }
 
-// Strides of `input` broadcast over `space` (right-aligned, as in PyTorch).
-void broadcast_strides(const Shape& input, const Shape& space, int64_t* strides) {
+// Strides of input node `index` broadcast over `space` (right-aligned, as in PyTorch): a
+// view's own strides over its storage, else the contiguous ones.
+void broadcast_strides(const ir::Graph& graph, uint32_t index, const Shape& space,
+                       int64_t* strides) {
+  const ir::Node& node = graph.node(index);
+  const Shape& input = node.shape;
   int64_t own[Shape::kMaxRank];
-  contiguous_strides(input, own);
+  if (ir::is_view(node.op)) {
+    for (int d = 0; d < input.rank(); ++d) own[d] = input[d] == 1 ? 0 : node.view_stride(d);
+  } else {
+    contiguous_strides(input, own);
+  }
   const int offset = space.rank() - input.rank();
   for (int d = 0; d < space.rank(); ++d) {
     const int e = d - offset;
@@ -132,7 +140,7 @@ void gather_typed(const InputAccess& in, const Instance& inst, const void* base,
   while (count > 0) {
     const int64_t run = std::min(count, inst.sizes[last] - idx[last]);
     if (inner_stride == 0) {
-      const E value = src[offset];
+      const E value = src[offset];  // a broadcast run
       for (int64_t i = 0; i < run; ++i) dst[i] = value;
     } else if (inner_stride == 1) {
       std::memcpy(dst, src + offset, run * N);
@@ -178,6 +186,19 @@ double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
     default:
       for (int64_t i = 0; i < n; ++i) acc += load_element(values[i]);
       return acc;
+  }
+}
+
+// The first maximum of the run so far (NaN beats everything, as torch.argmax); values[i] is
+// at position first + i of the run.
+template <class T>
+void argmax_fold(const T* values, int64_t n, int64_t first, double& best, int64_t& best_at) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = load_element(values[i]);
+    if (first + i == 0 || (best == best && (v != v || v > best))) {
+      best = v;
+      best_at = first + i;
+    }
   }
 }
 
@@ -240,7 +261,7 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
       visit_element_size(in.elem_size, [&](auto size) {
         using E = ElementBits<decltype(size)::value>;
         std::fill_n(reinterpret_cast<E*>(tile), uniform_fill,
-                    *static_cast<const E*>(slots[in.slot]));
+                    static_cast<const E*>(slots[in.slot])[in.offset]);
       });
       scratch.inputs[i] = tile;
     }
@@ -249,7 +270,7 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
   auto bind_inputs = [&](int64_t pos, int64_t n) {
     for (size_t i = 0; i < num_in; ++i) {
       const InputAccess& in = inst.inputs[i];
-      const char* base = static_cast<const char*>(slots[in.slot]);
+      const char* base = static_cast<const char*>(slots[in.slot]) + in.offset * in.elem_size;
       if (in.uniform && !in.direct) continue;
       if (in.direct) {
         scratch.inputs[i] = base + pos * in.elem_size;
@@ -272,19 +293,38 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
         scratch.outputs[o] =
             static_cast<char*>(slots[inst.output_slots[o]]) + pos * inst.output_sizes[o];
       }
-      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
+      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
     }
     return;
   }
 
   double* values = scratch.tiles.data() + num_in * kTileElements;
   scratch.outputs[0] = values;
+  if (launch.reduce == ReduceKind::ArgMax) {
+    int64_t* out = static_cast<int64_t*>(slots[inst.output_slots[0]]);
+    for (int64_t o = unit.begin; o < unit.end; ++o) {
+      double best = 0;
+      int64_t best_at = 0;
+      for (int64_t pos = o * inst.inner, last = (o + 1) * inst.inner; pos < last;
+           pos += kTileElements) {
+        const int64_t n = std::min(kTileElements, last - pos);
+        bind_inputs(pos, n);
+        kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
+        visit_dtype(launch.dtype, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          argmax_fold(reinterpret_cast<const T*>(values), n, pos - o * inst.inner, best, best_at);
+        });
+      }
+      out[o] = best_at;
+    }
+    return;
+  }
   // Folds the iteration positions [first, last) of one output element.
   auto fold_range = [&](int64_t first, int64_t last, double acc) {
     for (int64_t pos = first; pos < last; pos += kTileElements) {
       const int64_t n = std::min(kTileElements, last - pos);
       bind_inputs(pos, n);
-      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, n);
+      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
       acc = visit_dtype(launch.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return fold(launch.reduce, reinterpret_cast<const T*>(values), n, acc);
@@ -299,7 +339,7 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
   void* out = slots[inst.output_slots[0]];
   for (int64_t o = unit.begin; o < unit.end; ++o) {
     const double acc = fold_range(o * inst.inner, (o + 1) * inst.inner, reduce_init(launch.reduce));
-    store(launch.dtype, out, o, finalize(launch.reduce, acc, inst.inner));
+    store(launch.output_dtype, out, o, finalize(launch.reduce, acc, inst.inner));
   }
 }
 
@@ -323,27 +363,35 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
 
   std::vector<const compiler::KernelProgram*> programs;
   for (const compiler::PlannedLaunch& planned : plan.launches) {
-    programs.push_back(&plan.kernels[planned.kernels.front()].program);
+    const compiler::Kernel& first = plan.kernels[planned.kernels.front()];
+    if (first.opaque < 0) programs.push_back(&first.program);
   }
   std::vector<std::shared_ptr<const compiler::CompiledKernel>> compiled =
       compiler::get_kernels(programs, options.kernels);
+  size_t next_program = 0;
 
   // What is CPU-specific: each kernel instance's iteration space collapsed for strided
   // reads, and its work cut into units for the pool.
   for (size_t l = 0; l < plan.launches.size(); ++l) {
     Launch launch;
-    launch.kernel = compiled[l];
     const compiler::Kernel& first = plan.kernels[plan.launches[l].kernels.front()];
+    if (first.opaque >= 0) {
+      launch.opaque = std::make_shared<const OpaqueOp>(make_opaque_op(graph, plan, first));
+      exe->launches.push_back(std::move(launch));
+      continue;
+    }
+    launch.kernel = compiled[next_program++];
     launch.reduce = first.program.reduce;
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
+    launch.output_dtype = graph.node(first.output_nodes[0]).dtype;
     for (uint32_t k : plan.launches[l].kernels) {
       const compiler::Kernel& kernel = plan.kernels[k];
       Instance inst;
       const Shape& space = kernel.iteration_shape;
       std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
       for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
-        broadcast_strides(graph.node(kernel.input_nodes[i]).shape, space, strides[i].data());
+        broadcast_strides(graph, kernel.input_nodes[i], space, strides[i].data());
       }
       const int kept = arrange_space(space, kernel.reduce_mask, inst, strides);
       inst.numel = space.numel();
@@ -365,7 +413,9 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
       }
       for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
         InputAccess access;
-        access.slot = plan.slot_of[kernel.input_nodes[i]];
+        const ir::Node& input = graph.node(kernel.input_nodes[i]);
+        access.slot = plan.slot_of[compiler::storage_node(graph, kernel.input_nodes[i])];
+        access.offset = ir::is_view(input.op) ? input.view_offset() : 0;
         access.elem_size = dtype_size(graph.node(kernel.input_nodes[i]).dtype);
         std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
         access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
@@ -391,7 +441,8 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
         for (int64_t b = 0; b < inst.numel; b += kUnitElements) {
           launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
         }
-      } else if (inst.outer == 1 && inst.inner > kUnitElements) {
+      } else if (inst.outer == 1 && inst.inner > kUnitElements &&
+                 launch.reduce != ReduceKind::ArgMax) {
         for (int64_t b = 0; b < inst.inner; b += kUnitElements) {
           launch.units.push_back(
               {i, b, std::min(inst.inner, b + kUnitElements), launch.num_partials++});
@@ -426,6 +477,11 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
     for (uint32_t t : exe.temps_allocated_before[l]) {
       temps[t] = allocate(exe.temp_bytes[t]);
       slots[first_temp + t] = temps[t]->data();
+    }
+    if (launch.opaque) {
+      run_opaque_op(*launch.opaque, slots, pool);
+      for (uint32_t t : exe.temps_freed_after[l]) temps[t].reset();
+      continue;
     }
     // Each instance's scalar arguments, gathered once per launch.
     const size_t ns = static_cast<size_t>(launch.num_scalars);
@@ -465,7 +521,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
       for (size_t i = 0; i < launch.instances.size(); ++i) {
         if (!split[i]) continue;
         const Instance& inst = launch.instances[i];
-        store(launch.dtype, slots[inst.output_slots[0]], 0,
+        store(launch.output_dtype, slots[inst.output_slots[0]], 0,
               finalize(launch.reduce, acc[i], inst.inner));
       }
     }

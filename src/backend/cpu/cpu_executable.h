@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/opaque_ops.h"
 #include "backend/cpu/thread_pool.h"
 #include "compiler/compiled_kernel.h"
 #include "compiler/fusion.h"
@@ -18,6 +19,7 @@ struct InputAccess {
   bool direct = false;
   bool uniform = false;  // one element broadcast everywhere (a rank-0 value)
   size_t elem_size = 4;
+  int64_t offset = 0;                     // in elements: where a view starts in its storage
   int64_t strides[Shape::kMaxRank] = {};  // in elements, over the iteration space
 };
 
@@ -50,7 +52,10 @@ struct WorkUnit {
 struct Launch {
   std::shared_ptr<const compiler::CompiledKernel> kernel;
   compiler::ReduceKind reduce = compiler::ReduceKind::None;
-  DType dtype = DType::f32;  // reductions: the folded element type
+  DType dtype = DType::f32;         // reductions: the folded element type
+  DType output_dtype = DType::f32;  // reductions: the stored element type
+  // An opaque op (matmul, gather, ...) runs its own routine instead of a kernel.
+  std::shared_ptr<const OpaqueOp> opaque;
   std::vector<Instance> instances;
   std::vector<WorkUnit> units;
   int num_partials = 0;

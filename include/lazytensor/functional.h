@@ -1,0 +1,59 @@
+#pragma once
+// Free-function ops with PyTorch's names and semantics (torch.* and torch.nn.functional.*).
+// All are differentiable where PyTorch's are, and all record lazily like every op.
+#include <cstdint>
+#include <vector>
+
+#include "lazytensor/tensor.h"
+
+namespace lt {
+
+// Matrix products through the GEMM library (README: which one, and why). matmul broadcasts
+// batch dims and takes 1-D operands as torch.matmul does; bmm takes [B, M, K] x [B, K, N].
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+// x [..., in] times weight [out, in] transposed, plus bias [out] when defined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
+// Elements of `a` where `condition` holds, else of `b` (all three broadcast together).
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// Rows of `weight` [num_embeddings, dim] at the i64 ids: ids.shape + [dim]. The gradient of
+// weight is a scatter-add of the output's gradient (repeated ids add up).
+Tensor embedding(const Tensor& ids, const Tensor& weight);
+
+Tensor erf(const Tensor& x);
+// Computed as exp(x - max) / sum: the max is subtracted, so large inputs do not overflow.
+Tensor softmax(const Tensor& x, int dim);
+Tensor log_softmax(const Tensor& x, int dim);
+// Normalizes over the last normalized_shape.size() dims (biased variance, as PyTorch), then
+// scales by weight and shifts by bias when they are defined.
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+enum class GeluApproximation { none, tanh };
+// x * Phi(x) with the erf form (BERT's), or the tanh approximation.
+Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::none);
+
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when `train`.
+// The mask comes from a counter-based generator (Philox4x32-10) whose seed and offset are
+// kernel arguments: a new mask every call, never a recompile, the same masks from the same
+// seed. Its state is set by manual_seed and saved by generator_state.
+Tensor dropout(const Tensor& x, double p, bool train = true);
+
+struct GeneratorState {
+  uint64_t seed = 0;    // below 2^53
+  uint64_t offset = 0;  // draws so far: each dropout takes the next
+};
+void manual_seed(uint64_t seed);
+GeneratorState generator_state();
+void set_generator_state(const GeneratorState& state);
+
+enum class Reduction { none, mean, sum };
+// logits [N, C] (or [C]) and integer class ids [N]; ids equal to ignore_index count for
+// nothing (the mean is over the others). Computed from log_softmax: never log(0).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+
+}  // namespace lt

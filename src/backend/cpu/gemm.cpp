@@ -1,0 +1,357 @@
+#include "backend/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <bit>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lazytensor/error.h"
+
+#ifdef LT_HAVE_ONEDNN
+#include <dnnl.hpp>
+#include <unordered_map>
+#endif
+
+namespace lt::backend::cpu {
+
+namespace {
+
+// The wrapper is also built without the library (bench/gemm_benchmark.cpp), so it names the
+// dtypes it rejects itself instead of calling dtype_name.
+const char* unsupported_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::boolean:
+      return "bool";
+    default:
+      return "unknown";
+  }
+}
+
+[[noreturn]] void throw_unsupported(DType dtype) {
+  throw Error(std::string("matmul: no matrix multiply for dtype ") + unsupported_dtype_name(dtype) +
+              " (supported: f32, f64, bf16)");
+}
+
+float bf16_to_f32(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+// Round to nearest even, as the engine's bf16 kernels do; a NaN stays a (quiet) NaN instead of
+// rounding up into an infinity.
+uint16_t f32_to_bf16(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// C = beta * C for k == 0, where no library is called: BLAS leaves that case to beta alone,
+// and beta == 0 must clear C without reading it.
+template <class T, class Load, class Store>
+void scale_c(int64_t m, int64_t n, double beta, T* c, int64_t ldc, Load load, Store store) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) row[j] = beta == 0 ? store(0) : store(beta * load(row[j]));
+  }
+}
+
+void scale_c(DType dtype, int64_t m, int64_t n, double beta, void* c, int64_t ldc) {
+  const auto same = [](auto x) { return x; };
+  switch (dtype) {
+    case DType::f32:
+      scale_c(m, n, beta, static_cast<float*>(c), ldc, same,
+              [](double x) { return static_cast<float>(x); });
+      return;
+    case DType::f64:
+      scale_c(m, n, beta, static_cast<double*>(c), ldc, same, same);
+      return;
+    case DType::bf16:
+      // The product is computed in f32, as the multiply itself would.
+      scale_c(m, n, static_cast<float>(beta), static_cast<uint16_t*>(c), ldc, bf16_to_f32,
+              [](double x) { return f32_to_bf16(static_cast<float>(x)); });
+      return;
+    default:
+      throw_unsupported(dtype);
+  }
+}
+
+// OpenBLAS is built with 32-bit indices (blasint is int).
+int blas_int(int64_t value, const char* what) {
+  if (value > INT_MAX) {
+    throw Error(std::string("matmul: ") + what + " = " + std::to_string(value) +
+                " is beyond OpenBLAS's 32-bit indices");
+  }
+  return static_cast<int>(value);
+}
+
+struct BlasArgs {
+  CBLAS_TRANSPOSE trans_a, trans_b;
+  int m, n, k, lda, ldb, ldc;
+};
+
+BlasArgs blas_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                   int64_t ldb, int64_t ldc) {
+  return {trans_a ? CblasTrans : CblasNoTrans,
+          trans_b ? CblasTrans : CblasNoTrans,
+          blas_int(m, "m"),
+          blas_int(n, "n"),
+          blas_int(k, "k"),
+          blas_int(lda, "lda"),
+          blas_int(ldb, "ldb"),
+          blas_int(ldc, "ldc")};
+}
+
+void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, double beta, float* c,
+                    int64_t ldc) {
+  const BlasArgs p = blas_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  cblas_sgemm(CblasRowMajor, p.trans_a, p.trans_b, p.m, p.n, p.k, static_cast<float>(alpha), a,
+              p.lda, b, p.ldb, static_cast<float>(beta), c, p.ldc);
+}
+
+// A bf16 multiply without a bf16 kernel: f32 copies of the operands, sgemm, and one rounding
+// of the f32 result.
+void bf16_via_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                    const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, double beta,
+                    uint16_t* c, int64_t ldc) {
+  // Dense f32 copy of a rows x cols matrix; an empty one when `src` is not to be read.
+  const auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t ld) {
+    std::vector<float> dense(static_cast<size_t>(rows * cols));
+    if (src == nullptr) return dense;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) dense[i * cols + j] = bf16_to_f32(src[i * ld + j]);
+    }
+    return dense;
+  };
+  const std::vector<float> a32 = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
+  const std::vector<float> b32 = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
+  std::vector<float> c32 = widen(beta == 0 ? nullptr : c, m, n, ldc);
+  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a32.data(), trans_a ? m : k, b32.data(),
+                 trans_b ? k : n, beta, c32.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = f32_to_bf16(c32[i * n + j]);
+  }
+}
+
+// "OpenBLAS 0.3.21" from the configuration string of the library actually loaded
+// ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), which may differ from the headers built against.
+const char* openblas_name() {
+  static const std::string name = [] {
+    const std::string config = openblas_get_config();
+    const size_t version_end = config.find(' ', config.find(' ') + 1);
+    return config.substr(0, version_end);
+  }();
+  return name.c_str();
+}
+
+#ifdef LT_HAVE_ONEDNN
+
+const dnnl::engine& onednn_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Everything that decides a matmul primitive. alpha and beta are compiled into it (output
+// scale and sum post-op), as they are constant at almost every call site.
+struct MatmulKey {
+  DType dtype;
+  bool trans_a, trans_b;
+  int64_t m, n, k, lda, ldb, ldc;
+  uint64_t alpha_bits, beta_bits;  // bits, so that a NaN alpha still finds its entry
+  bool operator==(const MatmulKey&) const = default;
+};
+
+struct MatmulKeyHash {
+  size_t operator()(const MatmulKey& key) const {
+    size_t hash = static_cast<size_t>(key.dtype) * 4 + key.trans_a * 2 + key.trans_b;
+    for (uint64_t field :
+         {static_cast<uint64_t>(key.m), static_cast<uint64_t>(key.n), static_cast<uint64_t>(key.k),
+          static_cast<uint64_t>(key.lda), static_cast<uint64_t>(key.ldb),
+          static_cast<uint64_t>(key.ldc), key.alpha_bits, key.beta_bits}) {
+      hash = (hash ^ field) * 0x100000001b3ull;
+    }
+    return hash;
+  }
+};
+
+struct Matmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+};
+
+// Each thread has its own stream and its own primitives, so calls from several threads share
+// nothing but the engine and oneDNN's (thread-safe) global primitive cache, which makes a
+// primitive another thread already built cheap to build again. A lookup here also skips
+// creating the primitive descriptor that oneDNN's cache is keyed on: about 3 us a call with
+// 2.6.3, twice the whole call of a small (8x8x8) product.
+struct OnednnThreadState {
+  // Bounds the memory of a thread that sees ever new shapes; starting over costs one
+  // primitive creation per shape, mostly served by oneDNN's own cache.
+  static constexpr size_t kMaxPrimitives = 256;
+  dnnl::stream stream{onednn_engine()};
+  std::unordered_map<MatmulKey, Matmul, MatmulKeyHash> primitives;
+};
+
+OnednnThreadState& onednn_thread_state() {
+  thread_local OnednnThreadState state;
+  return state;
+}
+
+dnnl::memory::data_type onednn_type(DType dtype) {
+  return dtype == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+Matmul make_matmul(const MatmulKey& key) {
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::data_type type = onednn_type(key.dtype);
+  // A transposed operand is the same memory read with its strides swapped.
+  const dnnl::memory::desc a({key.m, key.k}, type,
+                             key.trans_a ? dims{1, key.lda} : dims{key.lda, 1});
+  const dnnl::memory::desc b({key.k, key.n}, type,
+                             key.trans_b ? dims{1, key.ldb} : dims{key.ldb, 1});
+  const dnnl::memory::desc c({key.m, key.n}, type, dims{key.ldc, 1});
+  dnnl::primitive_attr attr;
+  const float alpha = static_cast<float>(std::bit_cast<double>(key.alpha_bits));
+  const float beta = static_cast<float>(std::bit_cast<double>(key.beta_bits));
+  if (alpha != 1) attr.set_output_scales(0, {alpha});
+  if (beta != 0) {
+    dnnl::post_ops post_ops;
+    post_ops.append_sum(beta);
+    attr.set_post_ops(post_ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, onednn_engine());
+  return {dnnl::matmul(pd), a, b, c};
+}
+
+void onednn_gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+                 void* c, int64_t ldc) {
+  OnednnThreadState& state = onednn_thread_state();
+  const uint64_t alpha_bits = std::bit_cast<uint64_t>(alpha);
+  const uint64_t beta_bits = std::bit_cast<uint64_t>(beta);
+  const MatmulKey key{dtype, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits};
+  auto it = state.primitives.find(key);
+  if (it == state.primitives.end()) {
+    if (state.primitives.size() >= OnednnThreadState::kMaxPrimitives) state.primitives.clear();
+    it = state.primitives.emplace(key, make_matmul(key)).first;
+  }
+  const Matmul& matmul = it->second;
+  const dnnl::engine& engine = onednn_engine();
+  // oneDNN reads the sources through non-const handles but does not write them.
+  matmul.primitive.execute(
+      state.stream, {{DNNL_ARG_SRC, dnnl::memory(matmul.a, engine, const_cast<void*>(a))},
+                     {DNNL_ARG_WEIGHTS, dnnl::memory(matmul.b, engine, const_cast<void*>(b))},
+                     {DNNL_ARG_DST, dnnl::memory(matmul.c, engine, c)}});
+  state.stream.wait();
+}
+
+// oneDNN's bf16 matmul needs AVX512 (avx512_core) or newer; elsewhere (or below
+// ONEDNN_MAX_CPU_ISA) it has none, and bf16 goes through sgemm.
+bool onednn_has_bf16_matmul() {
+  static const bool has = [] {
+    try {
+      make_matmul({DType::bf16, false, false, 1, 1, 1, 1, 1, 1, std::bit_cast<uint64_t>(1.0),
+                   std::bit_cast<uint64_t>(0.0)});
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
+const char* onednn_name() {
+  static const std::string name = [] {
+    const dnnl_version_t* version = dnnl_version();
+    return "oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." +
+           std::to_string(version->patch);
+  }();
+  return name.c_str();
+}
+
+#endif  // LT_HAVE_ONEDNN
+
+void check_stride(int64_t ld, int64_t row, const char* name) {
+  if (ld < row) {
+    throw Error(std::string("matmul: ") + name + " = " + std::to_string(ld) +
+                " is shorter than its row of " + std::to_string(row) + " elements");
+  }
+}
+
+}  // namespace
+
+void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c,
+          int64_t ldc) {
+  if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::bf16) throw_unsupported(dtype);
+  if (m < 0 || n < 0 || k < 0) {
+    throw Error("matmul: negative size m = " + std::to_string(m) + ", n = " + std::to_string(n) +
+                ", k = " + std::to_string(k));
+  }
+  check_stride(lda, trans_a ? m : k, "lda");
+  check_stride(ldb, trans_b ? k : n, "ldb");
+  check_stride(ldc, n, "ldc");
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    scale_c(dtype, m, n, beta, c, ldc);
+    return;
+  }
+  switch (dtype) {
+    case DType::f64: {
+      const BlasArgs p = blas_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+      cblas_dgemm(CblasRowMajor, p.trans_a, p.trans_b, p.m, p.n, p.k, alpha,
+                  static_cast<const double*>(a), p.lda, static_cast<const double*>(b), p.ldb, beta,
+                  static_cast<double*>(c), p.ldc);
+      return;
+    }
+    case DType::f32:
+#ifdef LT_HAVE_ONEDNN
+      onednn_gemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+      openblas_sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(a), lda,
+                     static_cast<const float*>(b), ldb, beta, static_cast<float*>(c), ldc);
+#endif
+      return;
+    default:  // bf16
+#ifdef LT_HAVE_ONEDNN
+      if (onednn_has_bf16_matmul()) {
+        onednn_gemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+      }
+#endif
+      bf16_via_sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const uint16_t*>(a), lda,
+                     static_cast<const uint16_t*>(b), ldb, beta, static_cast<uint16_t*>(c), ldc);
+      return;
+  }
+}
+
+const char* gemm_library(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return openblas_name();
+    case DType::f32:
+#ifdef LT_HAVE_ONEDNN
+      return onednn_name();
+#else
+      return openblas_name();
+#endif
+    case DType::bf16:
+#ifdef LT_HAVE_ONEDNN
+      if (onednn_has_bf16_matmul()) return onednn_name();
+#endif
+      return openblas_name();
+    default:
+      throw_unsupported(dtype);
+  }
+}
+
+}  // namespace lt::backend::cpu

@@ -1,0 +1,345 @@
+#include "backend/cpu/opaque_ops.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "backend/cpu/gemm.h"
+#include "ir/dtype_traits.h"
+#include "lazytensor/error.h"
+
+namespace lt::backend::cpu {
+
+namespace {
+
+void contiguous_strides(const Shape& shape, int64_t* strides) {
+  for (int64_t d = shape.rank() - 1, stride = 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+}
+
+bool is_contiguous(const StridedOperand& x) {
+  int64_t expected = 1;
+  for (int d = x.shape.rank() - 1; d >= 0; --d) {
+    if (x.shape[d] != 1 && x.strides[d] != expected) return false;
+    expected *= x.shape[d];
+  }
+  return true;
+}
+
+const char* element_address(const StridedOperand& x, const std::vector<void*>& slots) {
+  return static_cast<const char*>(slots[x.slot]) + x.offset * dtype_size(x.dtype);
+}
+
+// Copies the elements of `x` into `dst` in row-major order, whatever its strides.
+template <size_t N>
+void gather_elements(const StridedOperand& x, const char* src, char* dst) {
+  const int rank = x.shape.rank();
+  const int64_t total = x.shape.numel();
+  if (total == 0) return;
+  if (rank == 0) {
+    std::memcpy(dst, src, N);
+    return;
+  }
+  int64_t index[Shape::kMaxRank] = {};
+  const int64_t inner = x.shape[rank - 1], inner_stride = x.strides[rank - 1];
+  int64_t at = 0;
+  for (int64_t done = 0; done < total; done += inner) {
+    for (int64_t i = 0; i < inner; ++i)
+      std::memcpy(dst + (done + i) * N, src + (at + i * inner_stride) * N, N);
+    for (int d = rank - 2; d >= 0; --d) {
+      at += x.strides[d];
+      if (++index[d] < x.shape[d]) break;
+      at -= index[d] * x.strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+void gather_contiguous(const StridedOperand& x, const char* src, char* dst) {
+  switch (dtype_size(x.dtype)) {
+    case 1:
+      return gather_elements<1>(x, src, dst);
+    case 2:
+      return gather_elements<2>(x, src, dst);
+    case 4:
+      return gather_elements<4>(x, src, dst);
+    default:
+      return gather_elements<8>(x, src, dst);
+  }
+}
+
+// An operand in contiguous memory: its own storage when it is laid out so, else a copy.
+class ContiguousOperand {
+ public:
+  ContiguousOperand(const StridedOperand& x, const std::vector<void*>& slots) {
+    const char* src = element_address(x, slots);
+    if (is_contiguous(x)) {
+      data_ = src;
+      return;
+    }
+    copy_.reset(new char[x.shape.numel() * dtype_size(x.dtype)]);
+    gather_contiguous(x, src, copy_.get());
+    data_ = copy_.get();
+  }
+  const char* data() const { return data_; }
+
+ private:
+  std::unique_ptr<char[]> copy_;
+  const char* data_ = nullptr;
+};
+
+// The ids of an index op (a 1-D integer operand), checked against the indexed dim's size
+// before anything is written.
+std::vector<int64_t> read_ids(const StridedOperand& ids, const std::vector<void*>& slots,
+                              const char* op, int dim, int64_t size) {
+  const int64_t count = ids.shape.numel();
+  std::vector<int64_t> out(count);
+  const char* base = element_address(ids, slots);
+  const int64_t stride = ids.shape.rank() == 0 ? 0 : ids.strides[0];
+  for (int64_t j = 0; j < count; ++j) {
+    const char* at = base + j * stride * dtype_size(ids.dtype);
+    int64_t id;
+    if (ids.dtype == DType::i64) {
+      std::memcpy(&id, at, 8);
+    } else {
+      int32_t narrow;
+      std::memcpy(&narrow, at, 4);
+      id = narrow;
+    }
+    if (id < 0 || id >= size) {
+      throw Error(std::string(op) + ": index " + std::to_string(id) + " is out of range for dim " +
+                  std::to_string(dim) + " of size " + std::to_string(size));
+    }
+    out[j] = id;
+  }
+  return out;
+}
+
+// Splits [0, count) between the pool's workers in chunks.
+template <class F>
+void parallel_for(ThreadPool& pool, int64_t count, int64_t chunk, F&& body) {
+  if (count <= chunk) {
+    if (count > 0) body(0, count);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.run([&](int) {
+    for (int64_t begin; (begin = next.fetch_add(chunk)) < count;) {
+      body(begin, std::min(count, begin + chunk));
+    }
+  });
+}
+
+// One matrix of a batched product as BLAS reads it: row-major, or transposed, with a leading
+// dimension; or neither, when it must be copied first.
+struct MatrixLayout {
+  bool usable = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+MatrixLayout classify(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(cols, 1))) {
+    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : row_stride};
+  }
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(rows, 1))) {
+    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : col_stride};
+  }
+  return {};
+}
+
+void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
+  StridedOperand a = op.operands[0], b = op.operands[1];
+  const int ra = a.shape.rank(), rb = b.shape.rank(), rc = op.output_shape.rank();
+  const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
+  const size_t esize = dtype_size(op.output_dtype);
+  char* c = static_cast<char*>(slots[op.output_slot]);
+  // Operands BLAS cannot read in place (a view with both matrix strides > 1) are copied.
+  std::unique_ptr<char[]> a_copy, b_copy;
+  auto layout_of = [&](StridedOperand& x, int r, std::unique_ptr<char[]>& copy) {
+    MatrixLayout layout =
+        classify(x.shape[r - 2], x.shape[r - 1], x.strides[r - 2], x.strides[r - 1]);
+    if (layout.usable) return layout;
+    copy.reset(new char[x.shape.numel() * esize]);
+    gather_contiguous(x, element_address(x, slots), copy.get());
+    x.offset = 0;
+    contiguous_strides(x.shape, x.strides);
+    return classify(x.shape[r - 2], x.shape[r - 1], x.strides[r - 2], x.strides[r - 1]);
+  };
+  const MatrixLayout la = layout_of(a, ra, a_copy);
+  const MatrixLayout lb = layout_of(b, rb, b_copy);
+  const char* a_base = a_copy ? a_copy.get() : element_address(a, slots);
+  const char* b_base = b_copy ? b_copy.get() : element_address(b, slots);
+
+  // Batch strides over the output's batch dims (0 where an operand is broadcast).
+  const int nbatch = rc - 2;
+  int64_t sa[Shape::kMaxRank] = {}, sb[Shape::kMaxRank] = {};
+  for (int d = 0; d < nbatch; ++d) {
+    const int ea = d - (nbatch - (ra - 2)), eb = d - (nbatch - (rb - 2));
+    sa[d] = (ea < 0 || a.shape[ea] == 1) ? 0 : a.strides[ea];
+    sb[d] = (eb < 0 || b.shape[eb] == 1) ? 0 : b.strides[eb];
+  }
+  int64_t batches = 1;
+  for (int d = 0; d < nbatch; ++d) batches *= op.output_shape[d];
+  if (batches == 0 || m == 0 || n == 0) return;
+
+  // A batch of row-major A matrices stacked row after row against one B (a linear layer over
+  // [batch, seq, hidden]) is a single product with batches * m rows.
+  bool stacked =
+      !la.trans && batches > 1 && std::all_of(sb, sb + nbatch, [](int64_t s) { return s == 0; });
+  int64_t expected = la.ld * m;
+  for (int d = nbatch - 1; stacked && d >= 0; --d) {
+    if (op.output_shape[d] == 1) continue;
+    stacked = sa[d] == expected;
+    expected *= op.output_shape[d];
+  }
+  if (stacked || batches == 1) {
+    gemm(op.output_dtype, la.trans, lb.trans, stacked ? batches * m : m, n, k, 1.0, a_base, la.ld,
+         b_base, lb.ld, 0.0, c, n);
+    return;
+  }
+  int64_t index[Shape::kMaxRank] = {};
+  for (int64_t p = 0; p < batches; ++p) {
+    int64_t at_a = 0, at_b = 0;
+    for (int d = 0; d < nbatch; ++d) {
+      at_a += index[d] * sa[d];
+      at_b += index[d] * sb[d];
+    }
+    gemm(op.output_dtype, la.trans, lb.trans, m, n, k, 1.0, a_base + at_a * esize, la.ld,
+         b_base + at_b * esize, lb.ld, 0.0, c + p * m * n * esize, n);
+    for (int d = nbatch - 1; d >= 0; --d) {
+      if (++index[d] < op.output_shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// The indexed dim of an index op splits its table into outer x rows x inner elements.
+struct IndexGeometry {
+  int dim = 0;
+  int64_t outer = 1, rows = 0, inner = 1;
+};
+
+IndexGeometry geometry(const Shape& table, int dim) {
+  IndexGeometry g;
+  g.dim = dim;
+  for (int d = 0; d < dim; ++d) g.outer *= table[d];
+  g.rows = table[dim];
+  for (int d = dim + 1; d < table.rank(); ++d) g.inner *= table[d];
+  return g;
+}
+
+void run_index_select(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
+  const StridedOperand& table = op.operands[0];
+  const IndexGeometry g = geometry(table.shape, static_cast<int>(op.attrs[0]));
+  const std::vector<int64_t> ids =
+      read_ids(op.operands[1], slots, "index_select (embedding)", g.dim, g.rows);
+  const ContiguousOperand source(table, slots);
+  const size_t row_bytes = g.inner * dtype_size(table.dtype);
+  const int64_t count = static_cast<int64_t>(ids.size());
+  char* out = static_cast<char*>(slots[op.output_slot]);
+  parallel_for(pool, g.outer * count, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r / count, j = r % count;
+      std::memcpy(out + r * row_bytes, source.data() + (o * g.rows + ids[j]) * row_bytes,
+                  row_bytes);
+    }
+  });
+}
+
+// Sums in the dtype's register type (f32 for bf16), rows added in id order: deterministic.
+template <class T>
+void index_add_rows(const IndexGeometry& g, const std::vector<int64_t>& ids, const T* source,
+                    T* out) {
+  using R = RegisterOf<T>;
+  const int64_t count = static_cast<int64_t>(ids.size());
+  std::vector<R> acc(g.outer * g.rows * g.inner, R(0));
+  for (int64_t o = 0; o < g.outer; ++o) {
+    for (int64_t j = 0; j < count; ++j) {
+      R* dst = acc.data() + (o * g.rows + ids[j]) * g.inner;
+      const T* src = source + (o * count + j) * g.inner;
+      for (int64_t e = 0; e < g.inner; ++e) dst[e] += load_element(src[e]);
+    }
+  }
+  for (size_t e = 0; e < acc.size(); ++e) out[e] = store_element<T>(acc[e]);
+}
+
+void run_index_add(const OpaqueOp& op, const std::vector<void*>& slots) {
+  const IndexGeometry g = geometry(op.output_shape, static_cast<int>(op.attrs[0]));
+  const std::vector<int64_t> ids = read_ids(op.operands[1], slots, "index_add", g.dim, g.rows);
+  const ContiguousOperand source(op.operands[0], slots);
+  visit_dtype(op.output_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (dtype_info_of<T>().arithmetic) {
+      index_add_rows(g, ids, reinterpret_cast<const T*>(source.data()),
+                     static_cast<T*>(slots[op.output_slot]));
+    } else {
+      throw Error(std::string("index_add: no kernel for dtype ") + dtype_name(op.output_dtype));
+    }
+  });
+}
+
+void run_cat(const OpaqueOp& op, const std::vector<void*>& slots) {
+  const IndexGeometry g = geometry(op.output_shape, static_cast<int>(op.attrs[0]));
+  const size_t esize = dtype_size(op.output_dtype);
+  char* out = static_cast<char*>(slots[op.output_slot]);
+  int64_t at = 0;
+  for (const StridedOperand& part : op.operands) {
+    const int64_t rows = part.shape[g.dim];
+    const ContiguousOperand source(part, slots);
+    const size_t block = rows * g.inner * esize;
+    for (int64_t o = 0; o < g.outer; ++o) {
+      std::memcpy(out + ((o * g.rows + at) * g.inner) * esize, source.data() + o * block, block);
+    }
+    at += rows;
+  }
+}
+
+}  // namespace
+
+OpaqueOp make_opaque_op(const ir::Graph& graph, const compiler::ExecutionPlan& plan,
+                        const compiler::Kernel& kernel) {
+  const ir::Node& node = graph.node(static_cast<uint32_t>(kernel.opaque));
+  OpaqueOp op;
+  op.op = node.op;
+  for (uint32_t input : kernel.input_nodes) {
+    const ir::Node& value = graph.node(input);
+    StridedOperand operand;
+    operand.slot = plan.slot_of[compiler::storage_node(graph, input)];
+    operand.dtype = value.dtype;
+    operand.shape = value.shape;
+    if (ir::is_view(value.op)) {
+      operand.offset = value.view_offset();
+      for (int d = 0; d < value.shape.rank(); ++d) operand.strides[d] = value.view_stride(d);
+    } else {
+      contiguous_strides(value.shape, operand.strides);
+    }
+    op.operands.push_back(operand);
+  }
+  op.output_slot = plan.slot_of[kernel.output_nodes[0]];
+  op.output_shape = node.shape;
+  op.output_dtype = node.dtype;
+  for (size_t a = 0; a < node.attrs.size(); ++a) op.attrs.push_back(node.attrs[a]);
+  return op;
+}
+
+void run_opaque_op(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
+  switch (op.op) {
+    case ir::OpKind::MatMul:
+      return run_matmul(op, slots);
+    case ir::OpKind::IndexSelect:
+      return run_index_select(op, slots, pool);
+    case ir::OpKind::IndexAdd:
+      return run_index_add(op, slots);
+    case ir::OpKind::Cat:
+      return run_cat(op, slots);
+    default:
+      throw Error(std::string("cpu backend: no routine for op ") + ir::op_info(op.op).name);
+  }
+}
+
+}  // namespace lt::backend::cpu

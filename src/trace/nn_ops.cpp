@@ -1,0 +1,252 @@
+// Neural-network ops composed of primitive ops (their gradients follow from the primitives'),
+// and dropout's counter-based generator.
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <numbers>
+#include <string>
+
+#include "autograd/function.h"
+#include "lazytensor/error.h"
+#include "lazytensor/functional.h"
+#include "runtime/tensor_impl.h"
+#include "runtime/trace_lock.h"
+#include "trace/trace.h"
+
+namespace lt {
+
+namespace {
+
+int normalize_dim(const char* op, int dim, int rank) {
+  const int bound = std::max(rank, 1);
+  if (dim < -bound || dim >= bound) {
+    throw Error(std::string(op) + ": dim " + std::to_string(dim) +
+                " is out of range for a tensor of rank " + std::to_string(rank));
+  }
+  return dim < 0 ? dim + bound : dim;
+}
+
+void check_floating(const char* op, const Tensor& x) {
+  trace::value_of(x, op);
+  if (!dtype_is_floating(x.dtype())) {
+    throw Error(std::string(op) + ": expected a floating-point tensor, got " +
+                dtype_name(x.dtype()));
+  }
+}
+
+// x minus its max along dim. The max is a constant for the derivative: softmax and
+// log-softmax do not change when a constant is subtracted, so no gradient flows through it.
+Tensor shifted(const Tensor& x, int dim) {
+  return x - x.max({dim}, /*keepdim=*/true).detach();
+}
+
+// The generator behind dropout: the seed and how many draws were taken.
+struct Generator {
+  std::mutex mu;
+  GeneratorState state{0x5eed, 0};
+};
+Generator& generator() {
+  static Generator* g = new Generator();
+  return *g;
+}
+
+constexpr uint64_t kSeedMask = (uint64_t{1} << 53) - 1;  // seeds travel as doubles
+
+}  // namespace
+
+Tensor erf(const Tensor& x) {
+  return x.erf();
+}
+
+Tensor Tensor::softmax(int dim) const {
+  const runtime::TraceScope scope("softmax");
+  check_floating("softmax", *this);
+  const int d = normalize_dim("softmax", dim, this->dim());
+  const Tensor e = shifted(*this, d).exp();
+  return e / e.sum({d}, /*keepdim=*/true);
+}
+
+Tensor Tensor::log_softmax(int dim) const {
+  const runtime::TraceScope scope("log_softmax");
+  check_floating("log_softmax", *this);
+  const int d = normalize_dim("log_softmax", dim, this->dim());
+  const Tensor s = shifted(*this, d);
+  // The sum includes exp(0) = 1 for the maximum, so the log never sees 0.
+  return s - s.exp().sum({d}, /*keepdim=*/true).log();
+}
+
+Tensor softmax(const Tensor& x, int dim) {
+  return x.softmax(dim);
+}
+
+Tensor log_softmax(const Tensor& x, int dim) {
+  return x.log_softmax(dim);
+}
+
+Tensor Tensor::var(const std::vector<int>& dims, bool unbiased, bool keepdim) const {
+  const runtime::TraceScope scope("var");
+  check_floating("var", *this);
+  const Tensor centered = *this - mean(dims, /*keepdim=*/true);
+  const Tensor squares = centered * centered;
+  int64_t count = 1;
+  if (dims.empty()) {
+    count = numel();
+  } else {
+    for (int d : dims) count *= shape()[normalize_dim("var", d, this->dim())];
+  }
+  const Tensor total = squares.sum(dims, keepdim);
+  // As torch.var: with one element the unbiased variance is 0/0.
+  return total / static_cast<double>(unbiased ? count - 1 : count);
+}
+
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
+                  const Tensor& weight, const Tensor& bias, double eps) {
+  const runtime::TraceScope scope("layer_norm");
+  check_floating("layer_norm", x);
+  const int n = static_cast<int>(normalized_shape.size());
+  const Shape& s = x.shape();
+  bool matches = n >= 1 && n <= s.rank();
+  for (int k = 0; matches && k < n; ++k) matches = s[s.rank() - n + k] == normalized_shape[k];
+  if (!matches) {
+    throw Error("layer_norm: normalized_shape " +
+                Shape(std::vector<int64_t>(normalized_shape)).str() +
+                " is not the trailing dims of the input's shape " + s.str());
+  }
+  for (const Tensor* p : {&weight, &bias}) {
+    if (p->defined() && p->shape() != Shape(std::vector<int64_t>(normalized_shape))) {
+      throw Error("layer_norm: weight and bias must have shape " +
+                  Shape(std::vector<int64_t>(normalized_shape)).str() + ", got " +
+                  p->shape().str());
+    }
+  }
+  std::vector<int> dims;
+  for (int k = 0; k < n; ++k) dims.push_back(s.rank() - n + k);
+  const Tensor centered = x - x.mean(dims, /*keepdim=*/true);
+  const Tensor variance = (centered * centered).mean(dims, /*keepdim=*/true);
+  Tensor y = centered * (variance + eps).rsqrt();
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  const runtime::TraceScope scope("gelu");
+  check_floating("gelu", x);
+  if (approximate == GeluApproximation::tanh) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    const Tensor inner = (x + x * x * x * 0.044715) * k;
+    return x * 0.5 * (inner.tanh() + 1.0);
+  }
+  return x * 0.5 * ((x * (1.0 / std::numbers::sqrt2)).erf() + 1.0);
+}
+
+void manual_seed(uint64_t seed) {
+  Generator& g = generator();
+  const std::lock_guard<std::mutex> lock(g.mu);
+  g.state = {seed & kSeedMask, 0};
+}
+
+GeneratorState generator_state() {
+  Generator& g = generator();
+  const std::lock_guard<std::mutex> lock(g.mu);
+  return g.state;
+}
+
+void set_generator_state(const GeneratorState& state) {
+  Generator& g = generator();
+  const std::lock_guard<std::mutex> lock(g.mu);
+  g.state = {state.seed & kSeedMask, state.offset};
+}
+
+Tensor dropout(const Tensor& x, double p, bool train) {
+  const runtime::TraceScope scope("dropout");
+  check_floating("dropout", x);
+  if (!(p >= 0 && p <= 1)) {
+    throw Error("dropout: the probability must be between 0 and 1, got " + std::to_string(p));
+  }
+  if (!train || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  GeneratorState draw;
+  {
+    Generator& g = generator();
+    const std::lock_guard<std::mutex> lock(g.mu);
+    draw = g.state;
+    ++g.state.offset;
+  }
+  // Seed and offset are kernel arguments whatever the scalar policy: a new mask each step
+  // must not be a new graph.
+  ir::NodePtr v = trace::value_of(x, "dropout");
+  ir::NodePtr positions = ir::make_node(ir::OpKind::Iota, DType::f64, v->shape, {});
+  positions->device = v->device;
+  ir::NodePtr uniform = ir::make_node(
+      ir::OpKind::Uniform, DType::f64, v->shape,
+      {ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(draw.seed)),
+       ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(draw.offset)),
+       positions});
+  ir::NodePtr keep = ir::make_node(ir::OpKind::Ge, DType::f64, v->shape,
+                                   {uniform, trace::scalar(p, DType::f64, *v->device)});
+  const Tensor scale = trace::make_tensor(trace::cast(keep, v->dtype)) * (1.0 / (1.0 - p));
+  return x * scale;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     Reduction reduction) {
+  const runtime::TraceScope scope("cross_entropy");
+  check_floating("cross_entropy", logits);
+  trace::value_of(targets, "cross_entropy");
+  if (targets.dtype() != DType::i64 && targets.dtype() != DType::i32) {
+    throw Error(std::string("cross_entropy: targets must be class ids (i64 or i32), got ") +
+                dtype_name(targets.dtype()));
+  }
+  const Shape &sl = logits.shape(), &st = targets.shape();
+  const bool batched = sl.rank() == 2 && st.rank() == 1 && st[0] == sl[0];
+  const bool single = sl.rank() == 1 && st.rank() == 0;
+  if (!batched && !single) {
+    throw Error(
+        "cross_entropy: expected logits [N, C] with targets [N] (or [C] with a rank-0 "
+        "target), got " +
+        sl.str() + " and " + st.str());
+  }
+  const Tensor lg = single ? logits.unsqueeze(0) : logits;
+  const Tensor tg = single ? targets.unsqueeze(0) : targets;
+  const int64_t classes = lg.shape()[1];
+  const DType dtype = lg.dtype();
+  const Tensor log_probs = lg.log_softmax(1);
+  // The target's log-probability picked by comparing ids with each class's position.
+  Tensor picked;
+  {
+    const DeviceGuard on(lg.device());
+    const Tensor ids = tg.to(DType::f64).unsqueeze(1);
+    picked =
+        arange(0.0, static_cast<double>(classes), 1.0, DType::f64).unsqueeze(0).eq(ids).to(dtype);
+  }
+  const Tensor valid = tg.to(DType::f64).ne(static_cast<double>(ignore_index)).to(dtype);
+  const Tensor losses = (log_probs * picked).sum({1}).neg() * valid;
+  switch (reduction) {
+    case Reduction::none:
+      return single ? losses.squeeze(0) : losses;
+    case Reduction::sum:
+      return losses.sum();
+    case Reduction::mean:
+      break;
+  }
+  return losses.sum() / valid.sum();
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const runtime::TraceScope scope("mse_loss");
+  check_floating("mse_loss", input);
+  const Tensor diff = input - target;
+  const Tensor squares = diff * diff;
+  switch (reduction) {
+    case Reduction::none:
+      return squares;
+    case Reduction::sum:
+      return squares.sum();
+    case Reduction::mean:
+      break;
+  }
+  return squares.mean();
+}
+
+}  // namespace lt

@@ -1,0 +1,263 @@
+// Ops that choose elements: comparisons, where, masked_fill, argmax, index_select, embedding,
+// cat, arange; each with its derivative beside it.
+#include <cmath>
+#include <string>
+
+#include "autograd/function.h"
+#include "lazytensor/error.h"
+#include "lazytensor/functional.h"
+#include "runtime/tensor_impl.h"
+#include "runtime/trace_lock.h"
+#include "trace/trace.h"
+
+namespace lt {
+
+using autograd::Gradients;
+using ir::OpKind;
+
+namespace trace {
+
+ir::NodePtr constant(double value, DType dtype) {
+  return ir::make_scalar_node(OpKind::Constant, dtype, value);
+}
+
+Tensor index_add_zeros(const Tensor& source, int dim, const Tensor& ids, int64_t size) {
+  ir::NodePtr src = value_of(source, "index_add"), index = value_of(ids, "index_add");
+  Shape shape = src->shape;
+  shape[dim] = size;
+  return make_tensor(ir::make_node(OpKind::IndexAdd, src->dtype, shape, {src, index}, {dim, size}));
+}
+
+}  // namespace trace
+
+namespace {
+
+int normalize_dim(const char* op, int dim, int rank) {
+  const int bound = std::max(rank, 1);
+  if (dim < -bound || dim >= bound) {
+    throw Error(std::string(op) + ": dim " + std::to_string(dim) +
+                " is out of range for a tensor of rank " + std::to_string(rank));
+  }
+  return dim < 0 ? dim + bound : dim;
+}
+
+void check_index(const char* op, const ir::NodePtr& index) {
+  if (index->dtype != DType::i64 && index->dtype != DType::i32) {
+    throw Error(std::string(op) + ": indices must be i64 or i32, got " + dtype_name(index->dtype));
+  }
+}
+
+// A comparison of two values, after promotion, as a bool tensor.
+Tensor compare(const ir::NodePtr& a, const ir::NodePtr& b, OpKind kind, const char* op) {
+  ir::NodePtr result = trace::elementwise(op, kind, {a, b});
+  return trace::make_tensor(trace::cast(result, DType::boolean));
+}
+
+Tensor compare(const Tensor& self, const Tensor& other, OpKind kind, const char* op) {
+  return compare(trace::value_of(self, op), trace::value_of(other, op), kind, op);
+}
+
+Tensor compare(const Tensor& self, double other, OpKind kind, const char* op) {
+  ir::NodePtr v = trace::value_of(self, op);
+  return compare(v, trace::scalar(other, v->dtype, *v->device), kind, op);
+}
+
+}  // namespace
+
+#define LT_COMPARISON(method, Kind)                      \
+  Tensor Tensor::method(const Tensor& other) const {     \
+    const runtime::TraceScope scope(#method);            \
+    return compare(*this, other, OpKind::Kind, #method); \
+  }                                                      \
+  Tensor Tensor::method(double other) const {            \
+    const runtime::TraceScope scope(#method);            \
+    return compare(*this, other, OpKind::Kind, #method); \
+  }
+LT_COMPARISON(eq, Eq)
+LT_COMPARISON(ne, Ne)
+LT_COMPARISON(lt, Lt)
+LT_COMPARISON(le, Le)
+LT_COMPARISON(gt, Gt)
+LT_COMPARISON(ge, Ge)
+#undef LT_COMPARISON
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope("where");
+  ir::NodePtr c = trace::value_of(condition, "where");
+  ir::NodePtr va = trace::value_of(a, "where"), vb = trace::value_of(b, "where");
+  const Shape shape = trace::broadcast_shapes(
+      "where", trace::broadcast_shapes("where", c->shape, va->shape), vb->shape);
+  const DType dtype = trace::result_dtype({va, vb});
+  trace::check_arithmetic("where", dtype);
+  const Device device = trace::common_device("where", {c, va, vb});
+  trace::check_fits("where", shape, dtype, device);
+  ir::NodePtr node =
+      ir::make_node(OpKind::Where, dtype, shape,
+                    {trace::cast(c, dtype), trace::cast(va, dtype), trace::cast(vb, dtype)});
+  Tensor out = trace::make_tensor(node);
+  if (!autograd::needs_grad({&a, &b})) return out;
+  return autograd::record(
+      "where", out, {&a, &b},
+      [cond = autograd::saved(condition), sa = va->shape, sb = vb->shape](const Tensor& g) {
+        const Tensor zero = zeros_like(g);
+        return Gradients{autograd::sum_to(where(cond, g, zero), sa),
+                         autograd::sum_to(where(cond, zero, g), sb)};
+      });
+}
+
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  const runtime::TraceScope scope("masked_fill");
+  ir::NodePtr v = trace::value_of(*this, "masked_fill");
+  ir::NodePtr m = trace::value_of(mask, "masked_fill");
+  if (m->dtype != DType::boolean) {
+    throw Error(std::string("masked_fill: the mask must be bool, got ") + dtype_name(m->dtype));
+  }
+  if (trace::broadcast_shapes("masked_fill", v->shape, m->shape) != v->shape) {
+    throw Error("masked_fill: the mask of shape " + m->shape.str() +
+                " does not broadcast to the tensor's shape " + v->shape.str());
+  }
+  trace::common_device("masked_fill", {v, m});
+  const Tensor filler = trace::make_tensor(
+      trace::expand("masked_fill", trace::scalar(value, v->dtype, *v->device), {}, *v->device));
+  return where(mask, filler, *this);
+}
+
+Tensor Tensor::argmax() const {
+  const runtime::TraceScope scope("argmax");
+  ir::NodePtr v = trace::value_of(*this, "argmax");
+  trace::check_arithmetic("argmax", v->dtype);
+  if (v->shape.numel() == 0) throw Error("argmax: the tensor has no elements");
+  const uint32_t mask = v->shape.rank() == 0 ? 0 : (uint32_t{1} << v->shape.rank()) - 1;
+  return trace::make_tensor(ir::make_node(OpKind::ArgMax, DType::i64, Shape(), {v}, {mask, 0}));
+}
+
+Tensor Tensor::argmax(int dim, bool keepdim) const {
+  const runtime::TraceScope scope("argmax");
+  ir::NodePtr v = trace::value_of(*this, "argmax");
+  trace::check_arithmetic("argmax", v->dtype);
+  const int d = normalize_dim("argmax", dim, v->shape.rank());
+  if (v->shape.rank() > 0 && v->shape[d] == 0) {
+    throw Error("argmax: dim " + std::to_string(dim) + " of shape " + v->shape.str() +
+                " has no elements");
+  }
+  std::vector<int64_t> sizes;
+  for (int e = 0; e < v->shape.rank(); ++e) {
+    if (e != d) {
+      sizes.push_back(v->shape[e]);
+    } else if (keepdim) {
+      sizes.push_back(1);
+    }
+  }
+  const uint32_t mask = v->shape.rank() == 0 ? 0 : uint32_t{1} << d;
+  return trace::make_tensor(
+      ir::make_node(OpKind::ArgMax, DType::i64, Shape(sizes), {v}, {mask, keepdim ? 1 : 0}));
+}
+
+Tensor Tensor::index_select(int dim, const Tensor& index) const {
+  const runtime::TraceScope scope("index_select");
+  ir::NodePtr table = trace::value_of(*this, "index_select");
+  ir::NodePtr ids = trace::value_of(index, "index_select");
+  check_index("index_select", ids);
+  if (ids->shape.rank() > 1) {
+    throw Error("index_select: the index must be 1-D, got shape " + ids->shape.str());
+  }
+  if (table->shape.rank() == 0) throw Error("index_select: cannot index a rank-0 tensor");
+  const int d = normalize_dim("index_select", dim, table->shape.rank());
+  trace::common_device("index_select", {table, ids});
+  Shape shape = table->shape;
+  shape[d] = ids->shape.numel();
+  trace::check_fits("index_select", shape, table->dtype, *table->device);
+  Tensor out = trace::make_tensor(
+      ir::make_node(OpKind::IndexSelect, table->dtype, shape, {table, ids}, {d}));
+  if (!autograd::needs_grad({this})) return out;
+  return autograd::record(
+      "index_select", out, {this},
+      [ids = autograd::saved(index), d, rows = table->shape[d]](const Tensor& g) {
+        return Gradients{trace::index_add_zeros(g, d, ids, rows)};
+      });
+}
+
+Tensor embedding(const Tensor& ids, const Tensor& weight) {
+  const runtime::TraceScope scope("embedding");
+  ir::NodePtr w = trace::value_of(weight, "embedding");
+  ir::NodePtr i = trace::value_of(ids, "embedding");
+  if (w->shape.rank() != 2) {
+    throw Error("embedding: the weight must be 2-D [num_embeddings, dim], got shape " +
+                w->shape.str());
+  }
+  check_index("embedding", i);
+  std::vector<int64_t> sizes = i->shape.to_vector();
+  sizes.push_back(w->shape[1]);
+  return weight.index_select(0, ids.reshape({-1})).reshape(sizes);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int dim) {
+  const runtime::TraceScope scope("cat");
+  if (tensors.empty()) throw Error("cat: expected a non-empty list of tensors");
+  std::vector<ir::NodePtr> values;
+  for (const Tensor& t : tensors) values.push_back(trace::value_of(t, "cat"));
+  const Shape& first = values[0]->shape;
+  if (first.rank() == 0) throw Error("cat: rank-0 tensors cannot be concatenated");
+  const int d = normalize_dim("cat", dim, first.rank());
+  Shape shape = first;
+  shape[d] = 0;
+  DType dtype = values[0]->dtype;
+  for (size_t k = 0; k < values.size(); ++k) {
+    const Shape& s = values[k]->shape;
+    bool same = s.rank() == first.rank();
+    for (int e = 0; same && e < s.rank(); ++e) same = e == d || s[e] == first[e];
+    if (!same) {
+      throw Error("cat: tensor " + std::to_string(k) + " has shape " + s.str() +
+                  ", which does not match " + first.str() + " except in dim " + std::to_string(d));
+    }
+    shape[d] += s[d];
+    dtype = promote_types(dtype, values[k]->dtype);
+    if (*values[k]->device != *values[0]->device) {
+      throw Error("cat: expected all tensors on one device, got " + values[0]->device->str() +
+                  " and " + values[k]->device->str());
+    }
+  }
+  trace::check_fits("cat", shape, dtype, *values[0]->device);
+  for (ir::NodePtr& v : values) v = trace::cast(v, dtype);
+  Tensor out = trace::make_tensor(ir::make_node(OpKind::Cat, dtype, shape, values, {d}));
+  bool any = false;
+  for (const Tensor& t : tensors) any = any || autograd::needs_grad({&t});
+  if (!any) return out;
+  std::vector<int64_t> sizes;
+  for (const ir::NodePtr& v : values) sizes.push_back(v->shape[d]);
+  return autograd::record("cat", out, tensors, [d, sizes](const Tensor& g) {
+    Gradients grads;
+    int64_t at = 0;
+    for (int64_t size : sizes) {
+      grads.push_back(g.slice(d, at, at + size));
+      at += size;
+    }
+    return grads;
+  });
+}
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  const runtime::TraceScope scope("arange");
+  trace::check_dtype("arange", dtype);
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
+    throw Error("arange: start, end and step must be finite and step nonzero");
+  }
+  const double count = std::ceil((end - start) / step);
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  const Device device = default_device();
+  const Shape shape({n});
+  trace::check_fits("arange", shape, dtype, device);
+  ir::NodePtr positions = ir::make_node(OpKind::Iota, DType::f64, shape, {});
+  positions->device = device;
+  ir::NodePtr values = ir::make_node(OpKind::Add, DType::f64, shape,
+                                     {ir::make_node(OpKind::Mul, DType::f64, shape,
+                                                    {positions, trace::constant(step, DType::f64)}),
+                                      trace::constant(start, DType::f64)});
+  return trace::make_tensor(trace::cast(values, dtype));
+}
+
+Tensor arange(double end, DType dtype) {
+  return arange(0.0, end, 1.0, dtype);
+}
+
+}  // namespace lt
