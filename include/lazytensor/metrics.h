@@ -9,7 +9,8 @@
 //             TransferToDeviceAsync, TransferFromDevice, DeviceDataCacheHit, DeviceDataCacheMiss,
 //             ExecuteComputation, KernelLaunch, KernelCompile, KernelDiskCacheHit,
 //             DeviceAllocation, DonatedBuffer, TracedOps
-//   timers:   TraceTime, CompileTime, ExecuteTime, TransferToDeviceTime, HostWaitTime
+//   timers:   TraceTime, CompileTime, ExecuteTime, TransferToDeviceTime, HostWaitTime,
+//             MatMulTime (the GEMM library calls of matmul)
 namespace lt::metrics {
 
 // 0 for a counter never touched.

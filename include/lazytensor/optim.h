@@ -13,7 +13,9 @@
 // the first step traces the same graph as every later one and a run compiles its step once.
 namespace lt::optim {
 
-// Parameters with their gradients (same shapes) and the group's hyperparameters.
+// Parameters with the group's hyperparameters, and either their gradients (same shapes,
+// handed in) or none: then each step takes the parameters' grad() (autograd's), and skips a
+// parameter whose grad() is undefined, as torch.optim does.
 template <class Options>
 struct ParamGroup {
   std::vector<Tensor> params;
@@ -44,8 +46,14 @@ class AdamW {
   };
 
   AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor = Flavor::huggingface);
+  // As torch.optim.AdamW(params, ...): one group whose gradients are the params' grad().
+  AdamW(std::vector<Tensor> params, AdamWOptions options, Flavor flavor = Flavor::torch);
 
+  // Traced under lt::NoGradGuard: the updates are not recorded by autograd.
   void step();
+  // Clears the grad() of every parameter of the autograd groups (set_to_none, torch's
+  // default), or zeroes it in place.
+  void zero_grad(bool set_to_none = true);
   // Sets every group's learning rate (schedules call this each step).
   void set_lr(double lr);
   const std::vector<ParamGroup<AdamWOptions>>& groups() const { return groups_; }
@@ -80,7 +88,9 @@ class SGD {
   };
 
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
+  SGD(std::vector<Tensor> params, SGDOptions options);  // gradients from the params' grad()
   void step();
+  void zero_grad(bool set_to_none = true);
   void set_lr(double lr);
   const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
 

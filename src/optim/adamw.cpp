@@ -13,6 +13,13 @@ AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor)
   create_state();
 }
 
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, Flavor flavor)
+    : AdamW({ParamGroup<AdamWOptions>{std::move(params), {}, options}}, flavor) {}
+
+void AdamW::zero_grad(bool set_to_none) {
+  zero_grads(groups_, set_to_none);
+}
+
 void AdamW::create_state() {
   std::vector<Tensor> created;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -38,13 +45,15 @@ void AdamW::set_lr(double lr) {
 }
 
 void AdamW::step() {
+  const NoGradGuard no_grad;
   create_state();
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& group = groups_[g];
     const AdamWOptions& o = group.options;
     for (size_t i = 0; i < group.params.size(); ++i) {
       Tensor& p = group.params[i];
-      const Tensor& grad = group.grads[i];
+      const Tensor grad = gradient_of(group, i);
+      if (!grad.defined()) continue;
       State& s = state_[g][i];
       ++s.step;
       const double t = static_cast<double>(s.step);

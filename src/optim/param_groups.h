@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/optim.h"
 #include "runtime/graph_executor.h"
@@ -16,13 +17,27 @@ template <class Options>
 inline void check_groups(const char* op, const std::vector<ParamGroup<Options>>& groups) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& group = groups[g];
-    if (group.params.size() != group.grads.size()) {
+    const bool from_autograd = group.grads.empty();
+    if (!from_autograd && group.params.size() != group.grads.size()) {
       throw Error(std::string(op) + ": group " + std::to_string(g) + " has " +
                   std::to_string(group.params.size()) + " parameters but " +
                   std::to_string(group.grads.size()) + " gradients");
     }
     for (size_t i = 0; i < group.params.size(); ++i) {
-      if (!group.params[i].defined() || !group.grads[i].defined()) {
+      if (!group.params[i].defined()) {
+        throw Error(std::string(op) + ": parameter " + std::to_string(i) + " of group " +
+                    std::to_string(g) + " is undefined");
+      }
+      if (from_autograd) {
+        if (!group.params[i].requires_grad()) {
+          throw Error(std::string(op) + ": parameter " + std::to_string(i) + " of group " +
+                      std::to_string(g) +
+                      " does not require grad, so it will never have a gradient (call "
+                      "requires_grad_() or hand the gradients in)");
+        }
+        continue;
+      }
+      if (!group.grads[i].defined()) {
         throw Error(std::string(op) + ": parameter " + std::to_string(i) + " of group " +
                     std::to_string(g) + " or its gradient is undefined");
       }
@@ -30,6 +45,28 @@ inline void check_groups(const char* op, const std::vector<ParamGroup<Options>>&
         throw Error(std::string(op) + ": parameter " + std::to_string(i) + " of group " +
                     std::to_string(g) + " has shape " + group.params[i].shape().str() +
                     " but its gradient " + group.grads[i].shape().str());
+      }
+    }
+  }
+}
+
+// The gradient of parameter i: handed in, or its grad() (undefined: skip the parameter).
+template <class Options>
+inline Tensor gradient_of(const ParamGroup<Options>& group, size_t i) {
+  return group.grads.empty() ? group.params[i].grad() : group.grads[i];
+}
+
+template <class Options>
+inline void zero_grads(std::vector<ParamGroup<Options>>& groups, bool set_to_none) {
+  const NoGradGuard no_grad;
+  for (auto& group : groups) {
+    if (!group.grads.empty()) continue;
+    for (Tensor& p : group.params) {
+      Tensor& grad = p.mutable_grad();
+      if (set_to_none) {
+        grad = Tensor();
+      } else if (grad.defined()) {
+        grad.zero_();
       }
     }
   }

@@ -18,19 +18,28 @@ SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : groups_(std::move(groups)
   materialize(buffers);
 }
 
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : SGD({ParamGroup<SGDOptions>{std::move(params), {}, options}}) {}
+
+void SGD::zero_grad(bool set_to_none) {
+  zero_grads(groups_, set_to_none);
+}
+
 void SGD::set_lr(double lr) {
   for (auto& group : groups_) group.options.lr = lr;
 }
 
 void SGD::step() {
+  const NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& group = groups_[g];
     const SGDOptions& o = group.options;
     for (size_t i = 0; i < group.params.size(); ++i) {
       Tensor& p = group.params[i];
+      Tensor d_p = gradient_of(group, i);
+      if (!d_p.defined()) continue;
       State& s = state_[g][i];
       const bool first = s.step++ == 0;
-      Tensor d_p = group.grads[i];
       if (o.weight_decay != 0) d_p = d_p.add(p, o.weight_decay);
       if (o.momentum != 0) {
         // torch: buf = d_p on the first step, then buf = momentum * buf + (1 - dampening) * d_p.

@@ -4,7 +4,6 @@
 
 #include <bit>
 #include <climits>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -123,7 +122,7 @@ void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 void bf16_via_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                     const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, double beta,
                     uint16_t* c, int64_t ldc) {
-  // Dense f32 copy of a rows x cols matrix; an empty one when `src` is not to be read.
+  // Dense f32 copy of a rows x cols matrix; zeros when `src` is not to be read (C with beta 0).
   const auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t ld) {
     std::vector<float> dense(static_cast<size_t>(rows * cols));
     if (src == nullptr) return dense;

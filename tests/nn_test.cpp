@@ -1,0 +1,416 @@
+// NN ops and training: ops and a BERT layer against PyTorch's values and gradients (shipped in
+// tests/data, made by bench/reference/transformer_block_reference.py), dropout's generator,
+// small fits trained with forward + backward + AdamW in one graph per step, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lazytensor/lazytensor.h"
+#include "test_support.h"
+
+namespace {
+
+using lt::DType;
+using lt::Shape;
+using lt::Tensor;
+using lt_test::counter;
+using lt_test::elementwise;
+using lt_test::error_message;
+using lt_test::expect_close;
+using lt_test::expect_mentions;
+using json = nlohmann::json;
+
+[[maybe_unused]] testing::Environment* const kInterpreter = lt_test::use_interpreter();
+
+const json& reference() {
+  static const json data = [] {
+    std::ifstream in(std::string(LT_TEST_DATA_DIR) + "/transformer_block_reference.json");
+    return json::parse(in);
+  }();
+  return data;
+}
+
+Shape shape_of(const json& entry) {
+  return Shape(entry["shape"].get<std::vector<int64_t>>());
+}
+
+std::vector<double> values_of(const json& entry) {
+  return entry["values"].get<std::vector<double>>();
+}
+
+Tensor tensor_of(const json& entry, DType dtype = DType::f64) {
+  return lt::from_vector(values_of(entry), shape_of(entry)).to(dtype);
+}
+
+constexpr lt_test::Tol kF64{1e-9, 1e-11};
+
+class PyTorchParity : public lt_test::EngineTest {
+ protected:
+  // Checks op's output and the gradients of sum(output * upstream) for the "ops" entry `name`.
+  void check_op(const std::string& name, const std::vector<std::string>& float_inputs,
+                const std::vector<std::string>& id_inputs,
+                const std::function<Tensor(std::map<std::string, Tensor>&)>& op) {
+    SCOPED_TRACE(name);
+    const json& entry = reference()["ops"][name];
+    std::map<std::string, Tensor> in;
+    std::vector<Tensor> wrt;
+    for (const std::string& key : float_inputs) {
+      in[key] = tensor_of(entry["inputs"][key]).requires_grad_();
+      wrt.push_back(in[key]);
+    }
+    for (const std::string& key : id_inputs) in[key] = tensor_of(entry["inputs"][key], DType::i64);
+    const Tensor out = op(in);
+    ASSERT_EQ(out.shape(), shape_of(entry["output"]));
+    expect_close(out.to_vector<double>(), values_of(entry["output"]), kF64);
+    const Tensor loss = (out * tensor_of(entry["upstream"])).sum();
+    const std::vector<Tensor> grads = lt::grad({loss}, wrt);
+    for (size_t k = 0; k < float_inputs.size(); ++k) {
+      SCOPED_TRACE("d/d " + float_inputs[k]);
+      expect_close(grads[k].to_vector<double>(), values_of(entry["grads"][float_inputs[k]]), kF64);
+    }
+  }
+};
+
+TEST_F(PyTorchParity, SingleOps) {
+  check_op("softmax_dim1", {"x"}, {}, [](auto& in) { return lt::softmax(in["x"], 1); });
+  check_op("log_softmax_dim0", {"x"}, {}, [](auto& in) { return lt::log_softmax(in["x"], 0); });
+  check_op("layer_norm", {"x", "weight", "bias"}, {},
+           [](auto& in) { return lt::layer_norm(in["x"], {6}, in["weight"], in["bias"], 1e-5); });
+  check_op("gelu_erf", {"x"}, {}, [](auto& in) { return lt::gelu(in["x"]); });
+  check_op("gelu_tanh", {"x"}, {},
+           [](auto& in) { return lt::gelu(in["x"], lt::GeluApproximation::tanh); });
+  check_op("cross_entropy", {"logits"}, {"targets"},
+           [](auto& in) { return lt::cross_entropy(in["logits"], in["targets"]); });
+  check_op("matmul_broadcast", {"a", "b"}, {},
+           [](auto& in) { return lt::matmul(in["a"], in["b"]); });
+  check_op("embedding", {"weight"}, {"ids"},
+           [](auto& in) { return lt::embedding(in["ids"], in["weight"]); });
+  check_op("var_unbiased", {"x"}, {}, [](auto& in) { return in["x"].var({1}); });
+  check_op("mean_dim", {"x"}, {}, [](auto& in) { return in["x"].mean({0, 2}, true); });
+}
+
+// A post-LN BERT layer with an MLM-style head and cross-entropy: every intermediate, the loss
+// and every gradient as PyTorch computes them.
+TEST_F(PyTorchParity, TransformerBlock) {
+  const json& ref = reference();
+  const json& config = ref["config"];
+  const int64_t B = config["B"], S = config["S"], H = config["H"], NH = config["NH"],
+                D = config["D"], V = config["V"];
+  const double eps = config["eps"];
+  std::map<std::string, Tensor> p;
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : ref["grads"].items()) {
+    p[name] = tensor_of(ref["inputs"][name]).requires_grad_();
+    names.push_back(name);
+  }
+  const Tensor mask = tensor_of(ref["inputs"]["mask"]);
+  const Tensor targets = tensor_of(ref["inputs"]["targets"], DType::i64);
+  auto heads = [&](const Tensor& t) { return t.reshape({B, S, NH, D}).permute({0, 2, 1, 3}); };
+  const Tensor& x = p["x"];
+  const Tensor q = heads(lt::linear(x, p["Wq"], p["bq"]));
+  const Tensor k = heads(lt::linear(x, p["Wk"], p["bk"]));
+  const Tensor v = heads(lt::linear(x, p["Wv"], p["bv"]));
+  const Tensor additive = (1.0 - mask).unsqueeze(1).unsqueeze(1) * -10000.0;
+  const Tensor scores =
+      lt::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D)) + additive;
+  const Tensor probs = lt::softmax(scores, -1);
+  const Tensor ctx = lt::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, S, H});
+  const Tensor attn = lt::linear(ctx, p["Wo"], p["bo"]);
+  const Tensor h1 = lt::layer_norm(x + attn, {H}, p["ln1_w"], p["ln1_b"], eps);
+  const Tensor ff = lt::linear(lt::gelu(lt::linear(h1, p["W1"], p["b1"])), p["W2"], p["b2"]);
+  const Tensor h2 = lt::layer_norm(h1 + ff, {H}, p["ln2_w"], p["ln2_b"], eps);
+  const Tensor logits = lt::linear(h2, p["Wout"], p["bout"]);
+  const Tensor loss = lt::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
+  loss.backward();
+
+  const json& out = ref["outputs"];
+  // exp(-10000) is 0 in PyTorch and here: absolute tolerance for the masked probabilities.
+  expect_close(probs.to_vector<double>(), values_of(out["probs"]), kF64);
+  expect_close(h1.to_vector<double>(), values_of(out["h1"]), kF64);
+  expect_close(h2.to_vector<double>(), values_of(out["h2"]), kF64);
+  expect_close(logits.to_vector<double>(), values_of(out["logits"]), kF64);
+  EXPECT_NEAR(loss.item(), out["loss"].get<double>(), 1e-11);
+  for (const std::string& name : names) {
+    SCOPED_TRACE("grad " + name);
+    ASSERT_TRUE(p[name].grad().defined());
+    expect_close(p[name].grad().to_vector<double>(), values_of(ref["grads"][name]), kF64);
+  }
+}
+
+class Autograd : public lt_test::EngineTest {};
+
+TEST_F(Autograd, GradAccumulatesOverBackwardCallsAndClears) {
+  Tensor w = lt::from_vector(std::vector<double>{1.5, -2.0}, {2}).requires_grad_();
+  EXPECT_FALSE(w.grad().defined());
+  EXPECT_TRUE(w.is_leaf());
+  (w * w).sum().backward();
+  (w * 3.0).sum().backward();
+  expect_close(w.grad().to_vector<double>(), {2 * 1.5 + 3, 2 * -2.0 + 3}, kF64);
+  const Tensor held = w.grad();
+  (w * 1.0).sum().backward();  // in place: a handle taken earlier sees the sum too
+  expect_close(held.to_vector<double>(), {7, 0}, kF64);
+  lt::optim::SGD sgd({w}, lt::optim::SGDOptions{});
+  sgd.zero_grad();
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST_F(Autograd, GradOfIntermediatesLeavesLeavesAlone) {
+  Tensor x = lt::from_vector(std::vector<double>{0.5, 1.0, 2.0}, {3}).requires_grad_();
+  const Tensor y = x.exp();
+  const Tensor z = (y * y).sum();
+  const std::vector<Tensor> g = lt::grad({z}, {y, x});
+  expect_close(g[0].to_vector<double>(),
+               elementwise({0.5, 1.0, 2.0}, [](double v) { return 2 * std::exp(v); }), kF64);
+  expect_close(g[1].to_vector<double>(),
+               elementwise({0.5, 1.0, 2.0}, [](double v) { return 2 * std::exp(2 * v); }), kF64);
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST_F(Autograd, NoGradGuardDetachAndRequiresGrad) {
+  Tensor w = lt::from_vector(std::vector<double>{1, 2}, {2}).requires_grad_();
+  {
+    const lt::NoGradGuard no_grad;
+    EXPECT_FALSE((w * 2.0).requires_grad());
+    EXPECT_FALSE(lt::is_grad_enabled());
+  }
+  EXPECT_TRUE(lt::is_grad_enabled());
+  EXPECT_TRUE((w * 2.0).requires_grad());
+  EXPECT_FALSE((w * 2.0).is_leaf());
+  EXPECT_FALSE(w.detach().requires_grad());
+  // Only the path through w counts: the detached factor is a constant.
+  (w * w.detach()).sum().backward();
+  expect_close(w.grad().to_vector<double>(), {1, 2}, kF64);
+}
+
+TEST_F(Autograd, BackwardIsTracedNotRun) {
+  Tensor w = lt::randn({64, 64}, 1, DType::f32).requires_grad_();
+  lt_test::settle();
+  const Tensor loss = lt::matmul(w, w).tanh().sum();
+  loss.backward();
+  // Nothing ran: the forward and backward pass are pending until the graph is cut.
+  EXPECT_TRUE(w.grad().is_pending());
+  EXPECT_EQ(counter("ExecuteComputation"), 0);
+  lt::mark_step();
+  EXPECT_FALSE(w.grad().is_pending());
+}
+
+TEST_F(Autograd, LongChainsReleaseWithoutRecursion) {
+  Tensor x = lt::ones({4}).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 200000; ++i) y = y * 1.0;
+  y = Tensor();  // the whole recorded chain dies here, iteratively
+  SUCCEED();
+}
+
+class Dropout : public lt_test::EngineTest {};
+
+TEST_F(Dropout, MasksAreFreshEachCallReproducibleFromTheSeedAndScaled) {
+  const Tensor x = lt::ones({4096});
+  lt::manual_seed(42);
+  const std::vector<float> a = lt::dropout(x, 0.25).to_vector();
+  const std::vector<float> b = lt::dropout(x, 0.25).to_vector();
+  lt::manual_seed(42);
+  const std::vector<float> a_again = lt::dropout(x, 0.25).to_vector();
+  EXPECT_EQ(a, a_again);
+  EXPECT_NE(a, b);
+  int zeros = 0;
+  for (float v : a) {
+    if (v == 0) {
+      ++zeros;
+    } else {
+      EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
+    }
+  }
+  // 1024 expected; 6 standard deviations is about 166.
+  EXPECT_NEAR(zeros, 1024, 166);
+  EXPECT_EQ(lt::dropout(x, 0.25, /*train=*/false).to_vector(), x.to_vector());
+}
+
+TEST_F(Dropout, ANewMaskEveryStepNeverRecompiles) {
+  const Tensor x = lt::ones({256});
+  lt::mark_step();  // x is device data in every step below
+  std::vector<float> previous;
+  for (int step = 0; step < 5; ++step) {
+    Tensor y = lt::dropout(x, 0.5) * 2.0;
+    lt::mark_step();
+    const std::vector<float> now = y.to_vector();
+    if (step > 0) EXPECT_NE(now, previous);
+    previous = now;
+    if (step == 0) lt::metrics::reset();
+  }
+  EXPECT_EQ(counter("UncachedCompile"), 0);
+}
+
+// Two Gaussian blobs, linearly separable up to a little overlap.
+struct Blobs {
+  Tensor x, y;
+};
+
+Blobs make_blobs(int64_t n, uint64_t seed) {
+  std::mt19937 gen(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> noise(0.0f, 0.6f);
+  std::vector<float> xs;
+  std::vector<int64_t> ys;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = i % 2;
+    const float cx = label ? 1.5f : -1.5f, cy = label ? -1.0f : 1.0f;
+    xs.push_back(cx + noise(gen));
+    xs.push_back(cy + noise(gen));
+    ys.push_back(label);
+  }
+  return {lt::from_vector(xs, {n, 2}), lt::from_vector(ys, {n})};
+}
+
+class Training : public lt_test::EngineTest {};
+
+TEST_F(Training, MlpFitsTwoClassesInOneGraphPerStep) {
+  lt::manual_seed(seed());
+  const Blobs data = make_blobs(256, seed());
+  Tensor w1 = (lt::randn({32, 2}, next_seed()) * 0.5).requires_grad_();
+  Tensor b1 = lt::zeros({32}).requires_grad_();
+  Tensor w2 = (lt::randn({2, 32}, next_seed()) * 0.2).requires_grad_();
+  Tensor b2 = lt::zeros({2}).requires_grad_();
+  lt::mark_step();
+  lt::optim::AdamW opt({w1, b1, w2, b2}, lt::optim::AdamWOptions{.lr = 0.02, .weight_decay = 0.01});
+  const auto schedule = lt::optim::linear_schedule(10, 120);
+  std::vector<double> losses;
+  for (int step = 0; step < 120; ++step) {
+    opt.set_lr(schedule->lr(0.02, step));
+    const Tensor hidden = lt::dropout(lt::gelu(lt::linear(data.x, w1, b1)), 0.1);
+    const Tensor loss = lt::cross_entropy(lt::linear(hidden, w2, b2), data.y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    lt::mark_step();
+    losses.push_back(loss.item());
+    if (step == 0) lt::metrics::reset();
+  }
+  // Forward, backward and update with a new lr and a new dropout mask each step: compiled once.
+  EXPECT_EQ(counter("UncachedCompile"), 0);
+  EXPECT_EQ(counter("CachedCompile"), 119);
+  EXPECT_GT(losses.front(), 0.4);
+  EXPECT_LT(losses.back(), 0.15) << "the loss did not fall: first " << losses.front();
+  // Evaluation without dropout or autograd: the blobs are nearly separable.
+  const lt::NoGradGuard no_grad;
+  const Tensor predicted = lt::linear(lt::gelu(lt::linear(data.x, w1, b1)), w2, b2).argmax(1);
+  const std::vector<int64_t> got = predicted.to_vector<int64_t>();
+  const std::vector<int64_t> want = data.y.to_vector<int64_t>();
+  int correct = 0;
+  for (size_t i = 0; i < got.size(); ++i) correct += got[i] == want[i];
+  EXPECT_GE(correct, 240);
+}
+
+TEST_F(Training, TransformerBlockMemorizesABatch) {
+  lt::manual_seed(seed());
+  const int64_t B = 2, S = 8, H = 16, NH = 2, D = 8, I = 32, V = 13;
+  std::vector<Tensor> params;
+  auto param = [&](std::vector<int64_t> shape, double scale) {
+    Tensor t = (lt::randn(Shape(shape), next_seed()) * scale).requires_grad_();
+    params.push_back(t);
+    return t;
+  };
+  const Tensor emb = param({V, H}, 0.5), wq = param({H, H}, 0.3), wk = param({H, H}, 0.3),
+               wv = param({H, H}, 0.3), wo = param({H, H}, 0.3), w1 = param({I, H}, 0.3),
+               w2 = param({H, I}, 0.3), wout = param({V, H}, 0.3);
+  const Tensor ln_w = lt::ones({H}).requires_grad_(), ln_b = lt::zeros({H}).requires_grad_();
+  params.push_back(ln_w);
+  params.push_back(ln_b);
+  std::vector<int64_t> ids_host, target_host;
+  std::mt19937 gen(seed());
+  for (int64_t i = 0; i < B * S; ++i) {
+    ids_host.push_back(gen() % V);
+    target_host.push_back(i % 5 == 0 ? -100 : static_cast<int64_t>(gen() % V));
+  }
+  const Tensor ids = lt::from_vector(ids_host, {B, S});
+  const Tensor targets = lt::from_vector(target_host, {B * S});
+  lt::mark_step();
+  lt::optim::AdamW opt(params, lt::optim::AdamWOptions{.lr = 3e-3});
+  auto heads = [&](const Tensor& t) { return t.reshape({B, S, NH, D}).permute({0, 2, 1, 3}); };
+  std::vector<double> losses;
+  for (int step = 0; step < 60; ++step) {
+    const Tensor x = lt::embedding(ids, emb);
+    const Tensor probs = lt::dropout(
+        lt::softmax(
+            lt::matmul(heads(lt::linear(x, wq)), heads(lt::linear(x, wk)).transpose(-1, -2)) *
+                (1.0 / std::sqrt(static_cast<double>(D))),
+            -1),
+        0.1);
+    const Tensor ctx =
+        lt::matmul(probs, heads(lt::linear(x, wv))).permute({0, 2, 1, 3}).reshape({B, S, H});
+    const Tensor h = lt::layer_norm(x + lt::linear(ctx, wo), {H}, ln_w, ln_b);
+    const Tensor out = h + lt::linear(lt::gelu(lt::linear(h, w1)), w2);
+    const Tensor loss = lt::cross_entropy(lt::linear(out, wout).reshape({-1, V}), targets);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    lt::mark_step();
+    losses.push_back(loss.item());
+    if (step == 0) lt::metrics::reset();
+  }
+  EXPECT_EQ(counter("UncachedCompile"), 0);
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << "first " << losses.front();
+}
+
+class NnErrors : public lt_test::EngineTest {};
+
+TEST_F(NnErrors, BadShapesAndIdsNameTheOpAndLeaveTensorsIntact) {
+  const Tensor a = lt::ones({2, 3}), b = lt::ones({4, 5});
+  expect_mentions(error_message([&] { lt::matmul(a, b); }), {"matmul", "[2, 3]", "[4, 5]"});
+  expect_mentions(error_message([&] { lt::matmul(a, lt::ones({3}, DType::f64)); }),
+                  {"matmul", "dtype"});
+  expect_mentions(error_message([&] { lt::linear(a, lt::ones({4, 2})); }), {"linear", "[2, 3]"});
+  expect_mentions(error_message([&] { lt::cat({a, b}, 0); }), {"cat", "[4, 5]"});
+  expect_mentions(error_message([&] { a.reshape({4, 2}); }), {"reshape", "[4, 2]", "6"});
+  expect_mentions(error_message([&] { a.t().view({6}); }), {"view", "reshape()"});
+  expect_mentions(error_message([&] { a.permute({0, 0}); }), {"permute", "repeats"});
+  expect_mentions(error_message([&] { lt::layer_norm(a, {2}); }), {"layer_norm", "[2, 3]"});
+  expect_mentions(error_message([&] { lt::cross_entropy(a, lt::ones({2})); }),
+                  {"cross_entropy", "i64"});
+  expect_mentions(error_message([&] { lt::dropout(a, 1.5); }), {"dropout", "1.5"});
+  expect_mentions(error_message([&] { lt::embedding(lt::ones({2}), a); }), {"embedding", "i64"});
+
+  // Ids are checked where they are known, when the step runs: the step fails, naming the op,
+  // and the table is untouched.
+  const Tensor table = lt::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor rows = lt::embedding(lt::from_vector(std::vector<int64_t>{0, 7}, {2}), table);
+  expect_mentions(error_message([&] { rows.to_vector(); }), {"embedding", "index 7", "size 3"});
+  // The failed step is also reported once to whoever waits for the device.
+  expect_mentions(error_message([] { lt::wait_device_ops(); }), {"index 7"});
+  EXPECT_EQ(table.to_vector(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(NnErrors, AutogradMisuse) {
+  Tensor w = lt::ones({2, 2}).requires_grad_();
+  expect_mentions(error_message([&] { (w * 2.0).backward(); }), {"backward", "[2, 2]", "gradient"});
+  expect_mentions(error_message([&] { lt::ones({1}).sum().backward(); }),
+                  {"backward", "does not require grad"});
+  expect_mentions(error_message([&] { w.add_(1.0); }), {"add_", "leaf", "NoGradGuard"});
+  Tensor y = w * 2.0;
+  expect_mentions(error_message([&] { y.mul_(3.0); }), {"mul_", "out-of-place"});
+  Tensor plain = lt::ones({2, 2});
+  expect_mentions(error_message([&] { plain.add_(w); }), {"add_", "out-of-place"});
+  Tensor view = plain.t();
+  expect_mentions(error_message([&] { view.fill_(1.0); }), {"fill_", "view"});
+  expect_mentions(error_message([&] { lt::ones({2}, DType::i64).requires_grad_(); }),
+                  {"requires_grad_", "floating"});
+  const Tensor loss = (w * w).sum();
+  loss.backward();
+  expect_mentions(error_message([&] { loss.backward(); }),
+                  {"backward", "released", "retain_graph"});
+  // The failed calls changed nothing.
+  EXPECT_EQ(w.to_vector(), (std::vector<float>{1, 1, 1, 1}));
+  EXPECT_EQ(plain.to_vector(), (std::vector<float>{1, 1, 1, 1}));
+  expect_close(lt_test::widen(w.grad().to_vector()), {2, 2, 2, 2}, kF64);
+  {
+    const lt::NoGradGuard no_grad;
+    w.add_(1.0);  // allowed, as in an optimizer
+  }
+  EXPECT_EQ(w.to_vector(), (std::vector<float>{2, 2, 2, 2}));
+}
+
+}  // namespace
