@@ -16,7 +16,8 @@ namespace {
 
 thread_local bool t_grad_enabled = true;
 thread_local bool t_operand_requires_grad = false;
-std::atomic<uint64_t> g_next_sequence{0};
+// From 1: sequence 0 is the leaves' (AccumulateGrad), which run after every op.
+std::atomic<uint64_t> g_next_sequence{1};
 
 // While a Function release is drained on this thread, where dying Functions put their
 // producers instead of releasing them recursively (as ir::Node does).
