@@ -1,0 +1,278 @@
+// The GEMM wrapper (src/backend/cpu/gemm.h) against a double-precision triple loop on random
+// operands. Padding past each row of A and B holds NaN, so a read outside the matrix shows in
+// the result; padding past each row of C holds a sentinel that must survive.
+#include "backend/cpu/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lazytensor/error.h"
+
+namespace lt::backend::cpu {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kSentinel = 7.0;
+
+double bf16_value(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+// Round to nearest even; NaN stays NaN.
+uint16_t bf16_bits(double x) {
+  uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(x));
+  if (std::isnan(x)) return 0x7fc0;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// Element access for each storage type: bf16 is stored as its bits.
+template <class T>
+double value(T x) {
+  return static_cast<double>(x);
+}
+template <>
+double value(uint16_t x) {
+  return bf16_value(x);
+}
+template <class T>
+T element(double x) {
+  return static_cast<T>(x);
+}
+template <>
+uint16_t element(double x) {
+  return bf16_bits(x);
+}
+
+struct Case {
+  bool trans_a = false, trans_b = false;  // check_transposes sets both
+  int64_t m, n, k;
+  int64_t pad;  // extra elements past each row of A, B and C
+  double alpha, beta;
+};
+
+std::string describe(DType dtype, const Case& c) {
+  return std::string(dtype == DType::f32   ? "f32"
+                     : dtype == DType::f64 ? "f64"
+                                           : "bf16") +
+         (c.trans_a ? " A^T" : " A") + (c.trans_b ? " B^T" : " B") + " m=" + std::to_string(c.m) +
+         " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+         " pad=" + std::to_string(c.pad) + " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta);
+}
+
+// A rows x cols matrix with row stride cols + pad: `fill` for the elements, `padding` past them.
+template <class T, class Fill>
+std::vector<T> matrix(int64_t rows, int64_t cols, int64_t pad, Fill fill, double padding) {
+  const int64_t ld = cols + pad;
+  std::vector<T> data(static_cast<size_t>(rows * ld), element<T>(padding));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) data[i * ld + j] = element<T>(fill());
+  }
+  return data;
+}
+
+template <class T>
+void check(DType dtype, const Case& c, uint32_t seed) {
+  SCOPED_TRACE(describe(dtype, c));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  const auto random = [&] { return uniform(rng); };
+  const auto nan = [] { return kNaN; };
+
+  const int64_t a_rows = c.trans_a ? c.k : c.m, a_cols = c.trans_a ? c.m : c.k;
+  const int64_t b_rows = c.trans_b ? c.n : c.k, b_cols = c.trans_b ? c.k : c.n;
+  const int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.n + c.pad;
+  const std::vector<T> a = matrix<T>(a_rows, a_cols, c.pad, random, kNaN);
+  const std::vector<T> b = matrix<T>(b_rows, b_cols, c.pad, random, kNaN);
+  // With beta 0, C must not be read: NaN there would spread into the result.
+  std::vector<T> out = c.beta == 0 ? matrix<T>(c.m, c.n, c.pad, nan, kSentinel)
+                                   : matrix<T>(c.m, c.n, c.pad, random, kSentinel);
+  const std::vector<T> before = out;
+
+  gemm(dtype, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha, a.data(), lda, b.data(), ldb, c.beta,
+       out.data(), ldc);
+
+  // Each product's rounding error is bounded relative to the sum of magnitudes of its terms;
+  // bf16 adds the final rounding of the result (half a unit in the last of 8 bits).
+  const double rounding = dtype == DType::f64 ? 1e-13 : 1e-5;
+  const double final_rounding = dtype == DType::bf16 ? 1.0 / 256 : 0;
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < c.k; ++p) {
+        const double x = value(c.trans_a ? a[p * lda + i] : a[i * lda + p]);
+        const double y = value(c.trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+        sum += x * y;
+        magnitude += std::abs(x * y);
+      }
+      double expected = c.alpha * sum;
+      magnitude *= std::abs(c.alpha);
+      if (c.beta != 0) {
+        expected += c.beta * value(before[i * ldc + j]);
+        magnitude += std::abs(c.beta * value(before[i * ldc + j]));
+      }
+      const double actual = value(out[i * ldc + j]);
+      ASSERT_NEAR(actual, expected, rounding * magnitude + final_rounding * std::abs(expected))
+          << "at C[" << i << ", " << j << "]";
+    }
+    for (int64_t j = c.n; j < ldc; ++j) {
+      ASSERT_EQ(value(out[i * ldc + j]), kSentinel) << "padding of C written at row " << i;
+    }
+  }
+}
+
+void check(DType dtype, const Case& c, uint32_t seed) {
+  switch (dtype) {
+    case DType::f32:
+      return check<float>(dtype, c, seed);
+    case DType::f64:
+      return check<double>(dtype, c, seed);
+    default:
+      return check<uint16_t>(dtype, c, seed);
+  }
+}
+
+class GemmTest : public ::testing::TestWithParam<DType> {};
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GemmTest, ::testing::Values(DType::f32, DType::f64, DType::bf16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(info.param == DType::f32   ? "f32"
+                                              : info.param == DType::f64 ? "f64"
+                                                                         : "bf16");
+                         });
+
+// Runs `c` for each of the four transpose combinations.
+void check_transposes(DType dtype, Case c, uint32_t seed) {
+  for (bool trans_a : {false, true}) {
+    for (bool trans_b : {false, true}) {
+      c.trans_a = trans_a;
+      c.trans_b = trans_b;
+      check(dtype, c, seed++);
+    }
+  }
+}
+
+TEST_P(GemmTest, MatchesTheReferenceForEveryTransposition) {
+  check_transposes(GetParam(), {.m = 37, .n = 23, .k = 19, .pad = 0, .alpha = 1, .beta = 0}, 1);
+  // Big enough for the libraries' blocked kernels and their edge handling.
+  check_transposes(GetParam(), {.m = 70, .n = 65, .k = 129, .pad = 0, .alpha = 1, .beta = 0}, 11);
+}
+
+TEST_P(GemmTest, RowStridesLongerThanTheRows) {
+  check_transposes(GetParam(), {.m = 17, .n = 29, .k = 13, .pad = 5, .alpha = 1, .beta = 0}, 21);
+  check_transposes(GetParam(), {.m = 17, .n = 29, .k = 13, .pad = 3, .alpha = 1, .beta = 1}, 31);
+}
+
+TEST_P(GemmTest, BetaOneAccumulates) {
+  check_transposes(GetParam(), {.m = 19, .n = 21, .k = 33, .pad = 0, .alpha = 1, .beta = 1}, 41);
+}
+
+TEST_P(GemmTest, AlphaAndBetaScale) {
+  check_transposes(GetParam(), {.m = 19, .n = 21, .k = 33, .pad = 2, .alpha = -1.5, .beta = 0.75},
+                   51);
+  check_transposes(GetParam(), {.m = 19, .n = 21, .k = 33, .pad = 0, .alpha = 0.25, .beta = 0}, 61);
+}
+
+TEST_P(GemmTest, SingleRowsAndColumns) {
+  check_transposes(GetParam(), {.m = 1, .n = 45, .k = 31, .pad = 0, .alpha = 1, .beta = 0}, 71);
+  check_transposes(GetParam(), {.m = 45, .n = 1, .k = 31, .pad = 0, .alpha = 1, .beta = 0}, 81);
+  check_transposes(GetParam(), {.m = 1, .n = 1, .k = 31, .pad = 2, .alpha = 2, .beta = 1}, 91);
+  check_transposes(GetParam(), {.m = 9, .n = 7, .k = 1, .pad = 1, .alpha = 1, .beta = 0}, 101);
+}
+
+TEST_P(GemmTest, EmptyInnerDimensionScalesC) {
+  // k == 0: C = beta * C, and with beta 0 the NaN in C is overwritten with zeros.
+  check_transposes(GetParam(), {.m = 6, .n = 5, .k = 0, .pad = 1, .alpha = 1, .beta = 0}, 111);
+  check_transposes(GetParam(), {.m = 6, .n = 5, .k = 0, .pad = 1, .alpha = 1, .beta = 1}, 121);
+  check_transposes(GetParam(), {.m = 6, .n = 5, .k = 0, .pad = 0, .alpha = 3, .beta = -2}, 131);
+}
+
+TEST_P(GemmTest, EmptyResultTouchesNothing) {
+  check_transposes(GetParam(), {.m = 0, .n = 5, .k = 4, .pad = 0, .alpha = 1, .beta = 0}, 141);
+  check_transposes(GetParam(), {.m = 5, .n = 0, .k = 4, .pad = 2, .alpha = 1, .beta = 0}, 151);
+}
+
+TEST_P(GemmTest, RepeatedShapesGiveFreshResults) {
+  // A cached primitive must read the new operands and scales of each call.
+  for (uint32_t seed = 161; seed < 166; ++seed) {
+    check(GetParam(), {false, true, 24, 18, 40, 0, 1, 0}, seed);
+  }
+  check(GetParam(), {false, true, 24, 18, 40, 0, 0.5, 1}, 166);
+}
+
+TEST_P(GemmTest, ConcurrentCallsFromSeveralThreads) {
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([dtype = GetParam(), t] {
+      for (uint32_t i = 0; i < 6; ++i) {
+        // Two threads share each shape, the others differ.
+        check(dtype, {i % 2 == 1, t % 2 == 1, 30 + t / 2, 20 + i, 50, 1, 1, i % 2 == 0 ? 0.0 : 1.0},
+              1000 + 10 * t + i);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+TEST_P(GemmTest, NamesItsLibrary) {
+  const std::string library = gemm_library(GetParam());
+  EXPECT_TRUE(library.starts_with("OpenBLAS 0.") || library.starts_with("oneDNN ")) << library;
+  // oneDNN has no f64 matmul.
+  if (GetParam() == DType::f64) {
+    EXPECT_TRUE(library.starts_with("OpenBLAS ")) << library;
+  }
+}
+
+TEST(GemmBf16Test, RoundsTheF32ResultToNearestEven) {
+  // C[0, j] = 1 * 1 + 1 * B[1, j] in f32, exactly: 1 + 2^-8 lies halfway between 1 and the next
+  // bf16 (1 + 2^-7) and rounds to even 1; 1 + 3 * 2^-8 rounds up to even 1 + 2^-6. A NaN
+  // operand gives NaN.
+  const std::vector<uint16_t> a = {bf16_bits(1), bf16_bits(1)};
+  const std::vector<uint16_t> b = {bf16_bits(1),
+                                   bf16_bits(1),
+                                   bf16_bits(1),
+                                   bf16_bits(std::ldexp(1.0, -8)),
+                                   bf16_bits(3 * std::ldexp(1.0, -8)),
+                                   bf16_bits(kNaN)};
+  std::vector<uint16_t> c(3);
+  gemm(DType::bf16, false, false, 1, 3, 2, 1, a.data(), 2, b.data(), 3, 0, c.data(), 3);
+  EXPECT_EQ(bf16_value(c[0]), 1.0);
+  EXPECT_EQ(bf16_value(c[1]), 1 + std::ldexp(1.0, -6));
+  EXPECT_TRUE(std::isnan(bf16_value(c[2])));
+}
+
+TEST(GemmErrorTest, RejectsDtypesWithoutAMultiply) {
+  float x = 1, y = 1, z = 0;
+  for (DType dtype : {DType::f16, DType::i32, DType::i64, DType::boolean}) {
+    try {
+      gemm(dtype, false, false, 1, 1, 1, 1, &x, 1, &y, 1, 0, &z, 1);
+      FAIL() << "no error for dtype " << static_cast<int>(dtype);
+    } catch (const Error& error) {
+      EXPECT_TRUE(std::string(error.what()).starts_with("matmul:")) << error.what();
+    }
+    EXPECT_THROW(gemm_library(dtype), Error);
+  }
+}
+
+TEST(GemmErrorTest, RejectsRowStridesShorterThanTheRows) {
+  const std::vector<float> a(12), b(12);
+  std::vector<float> c(12);
+  EXPECT_THROW(gemm(DType::f32, false, false, 3, 4, 3, 1, a.data(), 2, b.data(), 4, 0, c.data(), 4),
+               Error);
+  EXPECT_THROW(gemm(DType::f32, false, true, 3, 4, 3, 1, a.data(), 3, b.data(), 2, 0, c.data(), 4),
+               Error);
+  EXPECT_THROW(gemm(DType::f32, false, false, 3, 4, 3, 1, a.data(), 3, b.data(), 4, 0, c.data(), 3),
+               Error);
+}
+
+}  // namespace
+}  // namespace lt::backend::cpu
