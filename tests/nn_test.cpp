@@ -207,6 +207,38 @@ TEST_F(Autograd, LongChainsReleaseWithoutRecursion) {
   SUCCEED();
 }
 
+class RowGroups : public lt_test::EngineTest {};
+
+// Softmax, layer norm and cross-entropy run their launches row block by row block; the values
+// are those of launch-by-launch runs, bit for bit (the same kernels fold the same elements).
+TEST_F(RowGroups, SoftmaxLayerNormAndCrossEntropyRunRowBlocksWithTheSameValues) {
+  const lt_test::Restore restore([] { lt::set_row_groups(true); });
+  const Tensor x = lt::from_vector(values(64 * 40, -4, 4), {64, 40});
+  const Tensor w = lt::from_vector(values(40, 0.5, 1.5), {40});
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 64; ++i) ids.push_back(i % 40);
+  const Tensor targets = lt::from_vector(ids, {64});
+  lt::mark_step();
+  const std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
+      {"softmax", [&] { return lt::softmax(x, -1); }},
+      {"layer_norm", [&] { return lt::layer_norm(x, {40}, w, w, 1e-5); }},
+      {"cross_entropy", [&] { return lt::cross_entropy(x, targets); }},
+  };
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    std::vector<float> results[2];
+    for (bool grouped : {false, true}) {
+      lt::set_row_groups(grouped);
+      lt::metrics::reset();
+      const Tensor y = op();
+      lt::mark_step();
+      results[grouped] = y.to_vector();
+      EXPECT_EQ(counter("RowGroupLaunch") > 0, grouped);
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+}
+
 class Dropout : public lt_test::EngineTest {};
 
 TEST_F(Dropout, MasksAreFreshEachCallReproducibleFromTheSeedAndScaled) {

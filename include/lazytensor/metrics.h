@@ -8,7 +8,8 @@
 //   counters: MarkStep, CachedCompile, UncachedCompile, TransferToDeviceSync,
 //             TransferToDeviceAsync, TransferFromDevice, DeviceDataCacheHit, DeviceDataCacheMiss,
 //             ExecuteComputation, KernelLaunch, KernelCompile, KernelDiskCacheHit,
-//             DeviceAllocation, DonatedBuffer, TracedOps
+//             DeviceAllocation, DonatedBuffer, TracedOps, RowGroupLaunch (launches run
+//             together row block by row block, see lt::set_row_groups)
 //   timers:   TraceTime, CompileTime, ExecuteTime, TransferToDeviceTime, HostWaitTime,
 //             MatMulTime (the GEMM library calls of matmul)
 namespace lt::metrics {

@@ -80,6 +80,11 @@ void wait_kernel_compiles();
 // The longest program a fused kernel may have, in ops (LT_MAX_KERNEL_OPS, default 512).
 // Longer chains are cut into several kernels: compile time grows faster than program length.
 void set_max_kernel_ops(size_t ops);
+// Launches that share rows (a reduction over trailing dims and the launches that use its result
+// row for row: softmax, layer norm, cross-entropy) run row block by row block, so each block is
+// read from memory once (LT_ROW_GROUPS, default on). Off: launch by launch, for comparison.
+void set_row_groups(bool enabled);
+bool row_groups();
 // A loop that never calls mark_step() grows one graph without bound. Past `nodes` live IR
 // nodes (LT_GRAPH_WARN_NODES, default 1,000,000) a warning says so once on stderr; past
 // LT_AUTO_CUT_NODES (default 4,000,000; 0: never) the next op cuts the graph as mark_step()

@@ -1,10 +1,115 @@
 #include "compiler/execution_plan.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
 namespace lt::compiler {
+
+namespace {
+
+// The leading dims a single-kernel reduction launch keeps when it reduces a suffix of its dims
+// (the rows it computes one result for); empty if it is not such a launch.
+std::vector<int64_t> reduced_rows(const ExecutionPlan& plan, const PlannedLaunch& launch) {
+  if (launch.kernels.size() != 1) return {};
+  const Kernel& kernel = plan.kernels[launch.kernels[0]];
+  if (kernel.opaque >= 0 || kernel.program.reduce == ReduceKind::None) return {};
+  const Shape& space = kernel.iteration_shape;
+  int first = space.rank();
+  while (first > 0 && (kernel.reduce_mask >> (first - 1) & 1)) --first;
+  if (first == 0 || first == space.rank()) return {};
+  for (int d = 0; d < first; ++d) {
+    if (kernel.reduce_mask >> d & 1) return {};  // a reduced dim among the kept ones
+  }
+  std::vector<int64_t> rows(space.begin(), space.begin() + first);
+  int64_t count = 1;
+  for (int64_t r : rows) count *= r;
+  if (count < 2) return {};
+  return rows;
+}
+
+bool starts_with(const Shape& shape, const std::vector<int64_t>& prefix) {
+  if (shape.rank() < static_cast<int>(prefix.size())) return false;
+  return std::equal(prefix.begin(), prefix.end(), shape.begin());
+}
+
+// Reorders launches so that row groups are consecutive, and marks them. A group starts with a
+// reduction over trailing dims; a later launch joins it if it iterates the same leading dims and
+// reads the group's results only through same-rank values with those leading dims (row for
+// row). A launch that reads none of the group's results may run before the whole group.
+void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
+  std::vector<PlannedLaunch> ordered;
+  std::vector<PlannedLaunch> group;
+  std::vector<int64_t> rows;
+  std::set<uint32_t> written;  // nodes the open group writes
+  auto reads_group = [&](const PlannedLaunch& launch) {
+    for (uint32_t k : launch.kernels) {
+      for (uint32_t node : plan.kernels[k].input_nodes) {
+        if (written.count(storage_node(graph, node))) return true;
+      }
+    }
+    return false;
+  };
+  auto joins = [&](const PlannedLaunch& launch) {
+    if (launch.kernels.size() != 1) return false;
+    const Kernel& kernel = plan.kernels[launch.kernels[0]];
+    if (kernel.opaque >= 0 || !starts_with(kernel.iteration_shape, rows)) return false;
+    if (kernel.program.reduce != ReduceKind::None && reduced_rows(plan, launch) != rows) {
+      return false;
+    }
+    for (uint32_t node : kernel.input_nodes) {
+      if (!written.count(storage_node(graph, node))) continue;
+      const ir::Node& value = graph.node(node);
+      if (ir::is_view(value.op) || value.shape.rank() != kernel.iteration_shape.rank() ||
+          !starts_with(value.shape, rows)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  auto add_to_group = [&](PlannedLaunch launch) {
+    for (uint32_t k : launch.kernels) {
+      for (uint32_t node : plan.kernels[k].output_nodes) written.insert(node);
+    }
+    group.push_back(std::move(launch));
+  };
+  auto flush = [&] {
+    if (group.size() > 1) {
+      group.front().row_group = static_cast<uint32_t>(group.size());
+      group.front().rows = 1;
+      for (int64_t r : rows) group.front().rows *= r;
+    }
+    for (PlannedLaunch& launch : group) ordered.push_back(std::move(launch));
+    group.clear();
+    written.clear();
+    rows.clear();
+  };
+  for (PlannedLaunch& launch : plan.launches) {
+    if (!group.empty()) {
+      if (joins(launch)) {
+        add_to_group(std::move(launch));
+        continue;
+      }
+      if (!reads_group(launch)) {
+        ordered.push_back(std::move(launch));
+        continue;
+      }
+      flush();
+    }
+    rows = reduced_rows(plan, launch);
+    if (rows.empty()) {
+      ordered.push_back(std::move(launch));
+    } else {
+      add_to_group(std::move(launch));
+    }
+  }
+  flush();
+  plan.launches = std::move(ordered);
+}
+
+}  // namespace
 
 ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options) {
   ExecutionPlan plan;
@@ -49,6 +154,8 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     if (fresh) plan.launches.emplace_back();
     plan.launches[it->second].kernels.push_back(static_cast<uint32_t>(k));
   }
+
+  if (options.row_groups) group_rows(graph, plan);
 
   // Slots in execution order, who reads each input and writes each output, and when each
   // temporary is first written and last read.

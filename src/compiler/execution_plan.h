@@ -14,6 +14,13 @@ namespace lt::compiler {
 // (horizontal fusion: an AdamW step over every parameter is one launch).
 struct PlannedLaunch {
   std::vector<uint32_t> kernels;  // indices into ExecutionPlan::kernels, in order
+  // Row groups: on its first launch, row_group > 1 says that this launch and the next
+  // row_group - 1 iterate the same `rows` (the leading dims of a reduction over trailing dims,
+  // as softmax, layer norm and cross-entropy have) and read each other's results only row for
+  // row. A backend may run them row block by row block: the block's rows are read from memory
+  // once and from cache by the others, instead of once per launch.
+  uint32_t row_group = 1;
+  int64_t rows = 0;
 };
 
 struct ExecutionPlan {

@@ -30,6 +30,7 @@ inline uint32_t storage_node(const ir::Graph& graph, uint32_t index) {
 
 struct FusionOptions {
   size_t max_kernel_ops = 512;  // longer programs are cut into several kernels
+  bool row_groups = true;       // mark row groups (ExecutionPlan) for row-blocked runs
 };
 
 // Splits a graph into fused kernels, returned in an order that respects their dependencies

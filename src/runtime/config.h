@@ -21,6 +21,7 @@ struct Config {
   std::atomic<int> num_threads{0};             // 0: one per core
   std::atomic<bool> tiered_compilation{true};  // native code compiles in the background
   std::atomic<size_t> max_kernel_ops{512};     // a fused kernel's longest program
+  std::atomic<bool> row_groups{true};          // row-blocked runs of softmax-like launches
   std::atomic<size_t> graph_warn_nodes{1'000'000};
   std::atomic<size_t> auto_cut_nodes{4'000'000};  // 0: never cut automatically
 

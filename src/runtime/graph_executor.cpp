@@ -56,6 +56,7 @@ backend::CompileOptions compile_options() {
   const Config& c = config();
   backend::CompileOptions options;
   options.fusion.max_kernel_ops = c.max_kernel_ops;
+  options.fusion.row_groups = c.row_groups;
   options.kernels.native = c.kernel_compiler() == "native";
   options.kernels.tiered = c.tiered_compilation;
   options.kernels.cache_dir = c.kernel_cache_dir();
@@ -91,7 +92,7 @@ std::vector<DeviceGraph> collect_device_graphs(
     for (const auto& impl : g.pending) roots.push_back(impl->ir.get());
     // Executables are compiled for one device, with one kernel compiler and kernel length:
     // graphs for another must not find them.
-    const uint64_t target = (options.kernels.native ? 1 : 2) |
+    const uint64_t target = (options.kernels.native ? 1 : 2) | (options.fusion.row_groups ? 4 : 0) |
                             static_cast<uint64_t>(g.device.type) << 8 |
                             static_cast<uint64_t>(g.device.index) << 16 |
                             static_cast<uint64_t>(options.fusion.max_kernel_ops) << 32;

@@ -141,6 +141,13 @@ bool tiered_compilation() {
 void wait_kernel_compiles() {
   compiler::wait_background_compiles();
 }
+void set_row_groups(bool enabled) {
+  runtime::config().row_groups = enabled;
+}
+bool row_groups() {
+  return runtime::config().row_groups;
+}
+
 void set_max_kernel_ops(size_t ops) {
   if (ops == 0) throw Error("set_max_kernel_ops: a kernel needs at least one op");
   runtime::config().max_kernel_ops = ops;

@@ -167,26 +167,38 @@ void gather(const InputAccess& in, const Instance& inst, const void* base, size_
   });
 }
 
-// Folds `n` values, stored as T, into `acc` the way the reduction needs.
+// Folds `n` values, stored as T, into `acc` the way the reduction needs. Eight independent
+// accumulators (combined in a fixed order, so results stay deterministic) let the adds overlap
+// and vectorize: one chain of dependent double adds would cost an add's latency per element.
 template <class T>
 double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
-  switch (kind) {
-    case ReduceKind::Max:
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = load_element(values[i]);
-        acc = (v != v || v > acc) ? v : acc;  // NaN sticks
-      }
-      return acc;
-    case ReduceKind::Norm:
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = load_element(values[i]);
-        acc += v * v;
-      }
-      return acc;
-    default:
-      for (int64_t i = 0; i < n; ++i) acc += load_element(values[i]);
-      return acc;
+  constexpr int kLanes = 8;
+  const bool max = kind == ReduceKind::Max;
+  double lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, max ? -std::numeric_limits<double>::infinity() : 0.0);
+  const int64_t body = n - n % kLanes;
+  auto step = [&](double& lane, double v) {
+    switch (kind) {
+      case ReduceKind::Max:
+        lane = (v != v || v > lane) ? v : lane;  // NaN sticks
+        break;
+      case ReduceKind::Norm:
+        lane += v * v;
+        break;
+      default:
+        lane += v;
+        break;
+    }
+  };
+  for (int64_t i = 0; i < body; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) step(lanes[j], load_element(values[i + j]));
   }
+  for (int64_t i = body; i < n; ++i) step(lanes[i - body], load_element(values[i]));
+  auto combine_two = [&](double a, double b) { return max ? ((b != b || b > a) ? b : a) : a + b; };
+  const double folded =
+      combine_two(combine_two(combine_two(lanes[0], lanes[1]), combine_two(lanes[2], lanes[3])),
+                  combine_two(combine_two(lanes[4], lanes[5]), combine_two(lanes[6], lanes[7])));
+  return combine_two(acc, folded);
 }
 
 // The first maximum of the run so far (NaN beats everything, as torch.argmax); values[i] is
@@ -381,6 +393,8 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
       continue;
     }
     launch.kernel = compiled[next_program++];
+    launch.row_group = plan.launches[l].row_group;
+    launch.rows = plan.launches[l].rows;
     launch.reduce = first.program.reduce;
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
@@ -461,6 +475,62 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
   return exe;
 }
 
+namespace {
+
+// Runs launches l .. l + row_group - 1 row block by row block: each block's rows go through
+// every launch of the group before the next block starts, so the rows the launches share are
+// read from memory once and from cache after that.
+void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& args,
+                   std::vector<void*>& slots, std::vector<BufferPtr>& temps, size_t first_temp,
+                   ThreadPool& pool, const std::function<BufferPtr(size_t)>& allocate) {
+  static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
+  static metrics::Counter& row_groups = metrics::counter("RowGroupLaunch");
+  row_groups.add();
+  const size_t count = exe.launches[first].row_group;
+  const int64_t rows = exe.launches[first].rows;
+  std::vector<std::vector<double>> scalars(count);
+  int64_t widest_row = 1;
+  for (size_t m = 0; m < count; ++m) {
+    const size_t l = first + m;
+    for (uint32_t t : exe.temps_allocated_before[l]) {
+      temps[t] = allocate(exe.temp_bytes[t]);
+      slots[first_temp + t] = temps[t]->data();
+    }
+    const Instance& inst = exe.launches[l].instances[0];
+    for (uint32_t s : inst.scalar_args) scalars[m].push_back(args.scalars[s]);
+    widest_row = std::max(widest_row, inst.numel / rows);
+  }
+  const int64_t rows_per_unit = std::max<int64_t>(1, kUnitElements / widest_row);
+  const int64_t units = (rows + rows_per_unit - 1) / rows_per_unit;
+  std::vector<double> no_partials;
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> interpreted{false};
+  pool.run([&](int) {
+    thread_local Scratch scratch;
+    for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
+      const int64_t begin = u * rows_per_unit, end = std::min(rows, begin + rows_per_unit);
+      for (size_t m = 0; m < count; ++m) {
+        const Launch& launch = exe.launches[first + m];
+        const compiler::CompiledKernel& kernel = launch.kernel->resolve();
+        if (std::strcmp(kernel.method(), "interpreter") == 0) {
+          interpreted.store(true, std::memory_order_relaxed);
+        }
+        // Elementwise launches count elements, reductions their outputs (one per row).
+        const int64_t per_row =
+            launch.reduce == ReduceKind::None ? launch.instances[0].numel / rows : 1;
+        run_unit(launch, kernel, WorkUnit{0, begin * per_row, end * per_row}, slots,
+                 scalars[m].data(), no_partials, scratch);
+      }
+    }
+  });
+  for (size_t m = 0; m < count; ++m) {
+    if (interpreted.load()) interpreted_launches.add();
+    for (uint32_t t : exe.temps_freed_after[first + m]) temps[t].reset();
+  }
+}
+
+}  // namespace
+
 void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadPool& pool,
                     const std::function<BufferPtr(size_t)>& allocate) {
   static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
@@ -481,6 +551,11 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
     if (launch.opaque) {
       run_opaque_op(*launch.opaque, slots, pool);
       for (uint32_t t : exe.temps_freed_after[l]) temps[t].reset();
+      continue;
+    }
+    if (launch.row_group > 1) {
+      run_row_group(exe, l, args, slots, temps, first_temp, pool, allocate);
+      l += launch.row_group - 1;
       continue;
     }
     // Each instance's scalar arguments, gathered once per launch.

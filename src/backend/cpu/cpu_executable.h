@@ -60,6 +60,9 @@ struct Launch {
   std::vector<WorkUnit> units;
   int num_partials = 0;
   int num_scalars = 0;
+  // On the first launch of a row group (compiler::PlannedLaunch): the group's size and rows.
+  uint32_t row_group = 1;
+  int64_t rows = 0;
 };
 
 class CpuExecutable final : public Executable {
