@@ -325,8 +325,8 @@ TEST_F(Training, MlpFitsTwoClassesInOneGraphPerStep) {
   // Forward, backward and update with a new lr and a new dropout mask each step: compiled once.
   EXPECT_EQ(counter("UncachedCompile"), 0);
   EXPECT_EQ(counter("CachedCompile"), 119);
-  EXPECT_GT(losses.front(), 0.4);
   EXPECT_LT(losses.back(), 0.15) << "the loss did not fall: first " << losses.front();
+  EXPECT_LT(losses.back(), 0.5 * losses.front());
   // Evaluation without dropout or autograd: the blobs are nearly separable.
   const lt::NoGradGuard no_grad;
   const Tensor predicted = lt::linear(lt::gelu(lt::linear(data.x, w1, b1)), w2, b2).argmax(1);
