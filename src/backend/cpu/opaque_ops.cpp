@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "backend/cpu/gemm.h"
 #include "ir/dtype_traits.h"
@@ -253,23 +254,37 @@ void run_index_select(const OpaqueOp& op, const std::vector<void*>& slots, Threa
 }
 
 // Sums in the dtype's register type (f32 for bf16), rows added in id order: deterministic.
+// The zero fill, most of the work for an embedding table's gradient, is split between workers;
+// where registers are the storage type the rows are added in place.
 template <class T>
 void index_add_rows(const IndexGeometry& g, const std::vector<int64_t>& ids, const T* source,
-                    T* out) {
+                    T* out, ThreadPool& pool) {
   using R = RegisterOf<T>;
   const int64_t count = static_cast<int64_t>(ids.size());
-  std::vector<R> acc(g.outer * g.rows * g.inner, R(0));
+  const int64_t total = g.outer * g.rows * g.inner;
+  std::unique_ptr<R[]> wide;
+  R* acc = reinterpret_cast<R*>(out);
+  if constexpr (!std::is_same_v<R, T>) {
+    wide.reset(new R[total]);
+    acc = wide.get();
+  }
+  parallel_for(pool, total, int64_t{1} << 16,
+               [&](int64_t begin, int64_t end) { std::fill(acc + begin, acc + end, R(0)); });
   for (int64_t o = 0; o < g.outer; ++o) {
     for (int64_t j = 0; j < count; ++j) {
-      R* dst = acc.data() + (o * g.rows + ids[j]) * g.inner;
+      R* dst = acc + (o * g.rows + ids[j]) * g.inner;
       const T* src = source + (o * count + j) * g.inner;
       for (int64_t e = 0; e < g.inner; ++e) dst[e] += load_element(src[e]);
     }
   }
-  for (size_t e = 0; e < acc.size(); ++e) out[e] = store_element<T>(acc[e]);
+  if constexpr (!std::is_same_v<R, T>) {
+    parallel_for(pool, total, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) out[e] = store_element<T>(acc[e]);
+    });
+  }
 }
 
-void run_index_add(const OpaqueOp& op, const std::vector<void*>& slots) {
+void run_index_add(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
   const IndexGeometry g = geometry(op.output_shape, static_cast<int>(op.attrs[0]));
   const std::vector<int64_t> ids = read_ids(op.operands[1], slots, "index_add", g.dim, g.rows);
   const ContiguousOperand source(op.operands[0], slots);
@@ -277,7 +292,7 @@ void run_index_add(const OpaqueOp& op, const std::vector<void*>& slots) {
     using T = typename decltype(tag)::type;
     if constexpr (dtype_info_of<T>().arithmetic) {
       index_add_rows(g, ids, reinterpret_cast<const T*>(source.data()),
-                     static_cast<T*>(slots[op.output_slot]));
+                     static_cast<T*>(slots[op.output_slot]), pool);
     } else {
       throw Error(std::string("index_add: no kernel for dtype ") + dtype_name(op.output_dtype));
     }
@@ -339,7 +354,7 @@ void run_opaque_op(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPo
     case ir::OpKind::IndexSelect:
       return run_index_select(op, slots, pool);
     case ir::OpKind::IndexAdd:
-      return run_index_add(op, slots);
+      return run_index_add(op, slots, pool);
     case ir::OpKind::Cat:
       return run_cat(op, slots);
     default:
