@@ -471,6 +471,8 @@ void run_random_graphs(uint64_t seed, int count, uint32_t test_seed) {
   lt_test::ProgramOptions options;
   options.steps = 1;
   options.reductions = false;
+  options.gathers = false;   // opaque ops: these graphs are about fused elementwise kernels,
+  options.products = false;  // strided (view) reads and selections
   options.partial_sync = 0;
   std::mt19937_64 seeds(seed);
   for (int i = 0; i < count && !testing::Test::HasFailure(); ++i) {

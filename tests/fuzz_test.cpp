@@ -1,7 +1,10 @@
 // Differential fuzzing: random programs (every op of the Tensor API, reductions over random dims,
 // broadcasting, size-0 and size-1 dims, f32 and f64, in-place updates, aliases, dead tensors,
-// reads before mark_step, several steps with tensors carried over, every scalar policy) run on
-// the engine and are compared, tensor by tensor, with lt::reference::evaluate.
+// reads before mark_step, several steps with tensors carried over, every scalar policy; views of
+// every kind, views of views and live views; cat, index_select, embedding; comparisons feeding
+// where and masked_fill; argmax; matmul, bmm and linear) run on the engine and are compared,
+// tensor by tensor, with lt::reference::evaluate. The fixed seeds must draw every kind of view,
+// gather, selection and product (lt_test::drawn_kinds()).
 //
 //   LT_FUZZ_SEED=<seed>     replays one program (failures print their seed)
 //   LT_FUZZ_SECONDS=<s>     keeps drawing fresh seeds for that long (make fuzz)
@@ -13,7 +16,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -80,15 +85,31 @@ bool run_seed(uint64_t seed) {
   return passed;
 }
 
+// "kind count, ..." for every kind drawn so far.
+std::string drawn_summary() {
+  std::ostringstream out;
+  for (const auto& [kind, count] : lt_test::drawn_counts()) {
+    out << (out.tellp() > 0 ? ", " : "") << kind << " " << count;
+  }
+  return out.str();
+}
+
 TEST(FuzzTest, FixedSeedsMatchTheReference) {
   if (const char* seed = env("LT_FUZZ_SEED")) {
     run_seed(std::stoull(seed));
     return;
   }
+  lt_test::drawn_counts().clear();
   int failures = 0;
   for (uint64_t seed = 1; seed <= kFixedSeeds && failures < kMaxFailures; ++seed) {
     failures += run_seed(seed) ? 0 : 1;
   }
+  if (failures > 0) return;
+  // Every kind of view, gather, selection and product is tested.
+  for (const std::string& kind : lt_test::drawn_kinds()) {
+    EXPECT_GT(lt_test::drawn_counts()[kind], 0) << "the fixed seeds never drew: " << kind;
+  }
+  std::cout << "fuzz: drawn: " << drawn_summary() << "\n";
 }
 
 TEST(FuzzTest, FreshSeedsMatchTheReference) {
@@ -107,6 +128,7 @@ TEST(FuzzTest, FreshSeedsMatchTheReference) {
     ++programs;
   }
   std::cout << "fuzz: " << programs << " programs, " << failures << " failing\n";
+  std::cout << "fuzz: drawn: " << drawn_summary() << "\n";
 }
 
 // --- Minimal repros of what fuzzing found, so that a fix is checked without fuzzing. ---

@@ -239,6 +239,28 @@ TEST_F(RowGroups, SoftmaxLayerNormAndCrossEntropyRunRowBlocksWithTheSameValues) 
   }
 }
 
+class Views : public lt_test::EngineTest {};
+
+// Every view op gives a new value (even a transpose of a vector), and ops whose results are
+// new values take in-place updates however they shaped them inside (found by the fuzz test).
+TEST_F(Views, AreValuesAndNewResultsTakeInPlaceOps) {
+  Tensor a = lt::ones({3});
+  const Tensor t = a.t(), u = a.unsqueeze(0);
+  Tensor s = lt::full({}, 5.0);
+  const Tensor st = s.transpose(0, 0);
+  a.add_(1.0);
+  s.mul_(2.0);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(u.to_vector(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(st.item(), 5.0);
+  Tensor y = lt::matmul(lt::ones({3}), lt::ones({3, 2}));
+  y.add_(1.0);
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{4, 4}));
+  Tensor e = lt::embedding(lt::from_vector(std::vector<int64_t>{1}, {1}), lt::ones({2, 3}));
+  e.add_(1.0);
+  EXPECT_EQ(e.to_vector(), (std::vector<float>{2, 2, 2}));
+}
+
 class Dropout : public lt_test::EngineTest {};
 
 TEST_F(Dropout, MasksAreFreshEachCallReproducibleFromTheSeedAndScaled) {
@@ -271,7 +293,9 @@ TEST_F(Dropout, ANewMaskEveryStepNeverRecompiles) {
     Tensor y = lt::dropout(x, 0.5) * 2.0;
     lt::mark_step();
     const std::vector<float> now = y.to_vector();
-    if (step > 0) EXPECT_NE(now, previous);
+    if (step > 0) {
+      EXPECT_NE(now, previous);
+    }
     previous = now;
     if (step == 0) lt::metrics::reset();
   }

@@ -78,6 +78,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = batched_product(a2, b2, "matmul");
   if (rb == 1) out = out.squeeze(-1);
   if (ra == 1) out = out.squeeze(rb == 1 ? -1 : -2);
+  out.impl()->is_view = false;  // a new value, whatever shape it was given: nothing aliases it
   return out;
 }
 

@@ -188,7 +188,9 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
   check_index("embedding", i);
   std::vector<int64_t> sizes = i->shape.to_vector();
   sizes.push_back(w->shape[1]);
-  return weight.index_select(0, ids.reshape({-1})).reshape(sizes);
+  Tensor out = weight.index_select(0, ids.reshape({-1})).reshape(sizes);
+  out.impl()->is_view = false;  // rows gathered into a new value: nothing aliases it
+  return out;
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int dim) {

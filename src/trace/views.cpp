@@ -227,7 +227,7 @@ Tensor Tensor::permute(const std::vector<int>& dims) const {
 Tensor Tensor::transpose(int dim0, int dim1) const {
   const runtime::TraceScope scope("transpose");
   const int rank = trace::value_of(*this, "transpose")->shape.rank();
-  if (rank == 0) return *this;
+  if (rank == 0) return reshape({});  // a view, as every transpose
   std::vector<int> order(rank);
   std::iota(order.begin(), order.end(), 0);
   std::swap(order[normalize_dim("transpose", dim0, rank)],
@@ -242,7 +242,7 @@ Tensor Tensor::t() const {
     throw Error("t: expects a tensor of at most 2 dims, got " + std::to_string(rank) +
                 " (use transpose)");
   }
-  return rank < 2 ? *this : transpose(0, 1);
+  return rank < 2 ? reshape(shape().to_vector()) : transpose(0, 1);
 }
 
 Tensor Tensor::unsqueeze(int dim) const {

@@ -2,9 +2,14 @@
 
 #include <cblas.h>
 
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lazytensor/error.h"
@@ -154,9 +159,11 @@ const char* openblas_name() {
 
 #ifdef LT_HAVE_ONEDNN
 
+// Never destroyed: the device threads' streams and primitives (thread_local) may outlive static
+// destruction at exit, and must not find their engine gone.
 const dnnl::engine& onednn_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
 }
 
 // Everything that decides a matmul primitive. alpha and beta are compiled into it (output
@@ -279,6 +286,33 @@ const char* onednn_name() {
 
 #endif  // LT_HAVE_ONEDNN
 
+// exit() tears down the libraries' statics (oneDNN's primitive cache, OpenBLAS's thread server)
+// while a device thread may still be inside a product (a program that ends without waiting for
+// its last step). prepare_gemm() builds those statics with a tiny product of each kind, then
+// registers a handler, which therefore runs before they die: it waits for the calls in flight,
+// and calls that start later park their thread until the process is gone.
+std::atomic<int> g_calls_in_flight{0};
+std::atomic<bool> g_exiting{false};
+
+void wait_for_calls_at_exit() {
+  g_exiting = true;
+  while (g_calls_in_flight.load() > 0) std::this_thread::yield();
+}
+
+class CallInFlight {
+ public:
+  CallInFlight() {
+    ++g_calls_in_flight;
+    if (g_exiting) {
+      --g_calls_in_flight;
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+  }
+  ~CallInFlight() { --g_calls_in_flight; }
+  CallInFlight(const CallInFlight&) = delete;
+  CallInFlight& operator=(const CallInFlight&) = delete;
+};
+
 void check_stride(int64_t ld, int64_t row, const char* name) {
   if (ld < row) {
     throw Error(std::string("matmul: ") + name + " = " + std::to_string(ld) +
@@ -304,6 +338,7 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     scale_c(dtype, m, n, beta, c, ldc);
     return;
   }
+  const CallInFlight in_flight;
   switch (dtype) {
     case DType::f64: {
       const BlasArgs p = blas_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
@@ -331,6 +366,17 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                      static_cast<const uint16_t*>(b), ldb, beta, static_cast<uint16_t*>(c), ldc);
       return;
   }
+}
+
+void prepare_gemm() {
+  static std::once_flag prepared;
+  std::call_once(prepared, [] {
+    float f32[3] = {1, 1, 0};
+    double f64[3] = {1, 1, 0};
+    gemm(DType::f32, false, false, 1, 1, 1, 1.0, f32, 1, f32 + 1, 1, 0.0, f32 + 2, 1);
+    gemm(DType::f64, false, false, 1, 1, 1, 1.0, f64, 1, f64 + 1, 1, 0.0, f64 + 2, 1);
+    std::atexit(wait_for_calls_at_exit);
+  });
 }
 
 const char* gemm_library(DType dtype) {

@@ -15,6 +15,11 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
           const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c,
           int64_t ldc);
 
+// Call on the host before a device thread runs the first product: it builds the libraries'
+// state and makes exit() wait for products in flight (tearing the libraries down under a
+// running product crashes). Cheap after the first call.
+void prepare_gemm();
+
 // "OpenBLAS 0.3.21" or "oneDNN 2.6.3" etc.: the library (and version, read at run time where the
 // library reports it) that runs `dtype`.
 const char* gemm_library(DType dtype);

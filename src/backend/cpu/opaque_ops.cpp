@@ -320,6 +320,7 @@ void run_cat(const OpaqueOp& op, const std::vector<void*>& slots) {
 OpaqueOp make_opaque_op(const ir::Graph& graph, const compiler::ExecutionPlan& plan,
                         const compiler::Kernel& kernel) {
   const ir::Node& node = graph.node(static_cast<uint32_t>(kernel.opaque));
+  if (node.op == ir::OpKind::MatMul) prepare_gemm();  // here, on the host, before any launch
   OpaqueOp op;
   op.op = node.op;
   for (uint32_t input : kernel.input_nodes) {
