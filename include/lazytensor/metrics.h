@@ -8,7 +8,8 @@
 //   counters: MarkStep, CachedCompile, UncachedCompile, TransferToDeviceSync,
 //             TransferToDeviceAsync, TransferFromDevice, DeviceDataCacheHit, DeviceDataCacheMiss,
 //             ExecuteComputation, KernelLaunch, KernelCompile, KernelDiskCacheHit,
-//             DeviceAllocation, DonatedBuffer, TracedOps, RowGroupLaunch (launches run
+//             DeviceAllocation, DeviceAllocationReused (a freed block of 1 MiB or more
+//             served again), DonatedBuffer, TracedOps, RowGroupLaunch (launches run
 //             together row block by row block, see lt::set_row_groups)
 //   timers:   TraceTime, CompileTime, ExecuteTime, TransferToDeviceTime, HostWaitTime,
 //             MatMulTime (the GEMM library calls of matmul)
