@@ -49,9 +49,12 @@ fuzz: build
 bench: build
 	./$(BUILD)/lazytensor adamw --model bert-large --steps 20
 	./$(BUILD)/lazytensor scaling
+	./$(BUILD)/bench/gemm_benchmark
+	./$(BUILD)/bench/transformer_block_benchmark
 
 include bench/peers/Makefile.inc
 peers: build
+peers-training: build
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
