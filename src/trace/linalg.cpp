@@ -88,8 +88,8 @@ Tensor Tensor::matmul(const Tensor& other) const {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   const runtime::TraceScope scope("bmm");
-  const Shape& sa = trace::value_of(a, "bmm")->shape;
-  const Shape& sb = trace::value_of(b, "bmm")->shape;
+  const Shape sa = trace::value_of(a, "bmm")->shape;
+  const Shape sb = trace::value_of(b, "bmm")->shape;
   if (sa.rank() != 3 || sb.rank() != 3 || sa[0] != sb[0]) {
     throw Error("bmm: expected [B, M, K] and [B, K, N] with one B, got " + sa.str() + " and " +
                 sb.str());
@@ -99,8 +99,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const runtime::TraceScope scope("linear");
-  const Shape& sw = trace::value_of(weight, "linear")->shape;
-  const Shape& sx = trace::value_of(x, "linear")->shape;
+  const Shape sw = trace::value_of(weight, "linear")->shape;
+  const Shape sx = trace::value_of(x, "linear")->shape;
   if (sw.rank() != 2) {
     throw Error("linear: the weight must be 2-D [out, in], got shape " + sw.str());
   }
@@ -109,7 +109,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                 std::to_string(sw[1]) + " input features (weight " + sw.str() + ")");
   }
   if (bias.defined()) {
-    const Shape& sb = trace::value_of(bias, "linear")->shape;
+    const Shape sb = trace::value_of(bias, "linear")->shape;
     if (sb.rank() != 1 || sb[0] != sw[0]) {
       throw Error("linear: the bias must have shape [" + std::to_string(sw[0]) + "], got " +
                   sb.str());

@@ -183,7 +183,7 @@ Tensor Tensor::view(const std::vector<int64_t>& shape) const {
 
 Tensor Tensor::flatten(int start_dim, int end_dim) const {
   const runtime::TraceScope scope("flatten");
-  const Shape& s = trace::value_of(*this, "flatten")->shape;
+  const Shape s = trace::value_of(*this, "flatten")->shape;
   if (s.rank() == 0) return reshape({1});
   const int start = normalize_dim("flatten", start_dim, s.rank());
   const int end = normalize_dim("flatten", end_dim, s.rank());
@@ -247,7 +247,7 @@ Tensor Tensor::t() const {
 
 Tensor Tensor::unsqueeze(int dim) const {
   const runtime::TraceScope scope("unsqueeze");
-  const Shape& s = trace::value_of(*this, "unsqueeze")->shape;
+  const Shape s = trace::value_of(*this, "unsqueeze")->shape;
   const int d = normalize_dim("unsqueeze", dim, s.rank() + 1);
   std::vector<int64_t> sizes = s.to_vector();
   sizes.insert(sizes.begin() + d, 1);
@@ -257,7 +257,8 @@ Tensor Tensor::unsqueeze(int dim) const {
 Tensor Tensor::squeeze() const {
   const runtime::TraceScope scope("squeeze");
   std::vector<int64_t> sizes;
-  for (int64_t size : trace::value_of(*this, "squeeze")->shape) {
+  const Shape shape = trace::value_of(*this, "squeeze")->shape;
+  for (int64_t size : shape) {
     if (size != 1) sizes.push_back(size);
   }
   return reshape(sizes);
@@ -265,7 +266,7 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::squeeze(int dim) const {
   const runtime::TraceScope scope("squeeze");
-  const Shape& s = trace::value_of(*this, "squeeze")->shape;
+  const Shape s = trace::value_of(*this, "squeeze")->shape;
   if (s.rank() == 0) return reshape({});
   const int d = normalize_dim("squeeze", dim, s.rank());
   if (s[d] != 1) return reshape(s.to_vector());
@@ -339,7 +340,7 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t end, int64_t step) const {
 
 Tensor Tensor::narrow(int dim, int64_t start, int64_t length) const {
   const runtime::TraceScope scope("narrow");
-  const Shape& s = trace::value_of(*this, "narrow")->shape;
+  const Shape s = trace::value_of(*this, "narrow")->shape;
   if (s.rank() == 0) throw Error("narrow: cannot narrow a rank-0 tensor");
   const int d = normalize_dim("narrow", dim, s.rank());
   if (start < 0) start += s[d];
@@ -353,7 +354,7 @@ Tensor Tensor::narrow(int dim, int64_t start, int64_t length) const {
 
 Tensor Tensor::select(int dim, int64_t index) const {
   const runtime::TraceScope scope("select");
-  const Shape& s = trace::value_of(*this, "select")->shape;
+  const Shape s = trace::value_of(*this, "select")->shape;
   if (s.rank() == 0) throw Error("select: cannot select from a rank-0 tensor");
   const int d = normalize_dim("select", dim, s.rank());
   if (index < -s[d] || index >= s[d]) {
