@@ -59,6 +59,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     if (kernel.program.reduce != ReduceKind::None && reduced_rows(plan, launch) != rows) {
       return false;
     }
+    bool reads_group_rows = false;
     for (uint32_t node : kernel.input_nodes) {
       if (!written.count(storage_node(graph, node))) continue;
       const ir::Node& value = graph.node(node);
@@ -66,8 +67,10 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
           !starts_with(value.shape, rows)) {
         return false;
       }
+      reads_group_rows = true;
     }
-    return true;
+    // A launch that reads nothing of the group gains nothing inside it: it runs before it.
+    return reads_group_rows;
   };
   auto add_to_group = [&](PlannedLaunch launch) {
     for (uint32_t k : launch.kernels) {

@@ -217,6 +217,10 @@ dnnl::memory::data_type onednn_type(DType dtype) {
 }
 
 Matmul make_matmul(const MatmulKey& key) {
+  // One creation at a time: oneDNN's cache is thread-safe, but its locking is not visible to
+  // ThreadSanitizer (the library is not instrumented), and creations are rare.
+  static std::mutex creation;
+  const std::lock_guard<std::mutex> lock(creation);
   using dims = dnnl::memory::dims;
   const dnnl::memory::data_type type = onednn_type(key.dtype);
   // A transposed operand is the same memory read with its strides swapped.
