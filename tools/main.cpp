@@ -6,6 +6,7 @@
 #include "adamw_command.h"
 #include "lazytensor/lazytensor.h"
 #include "scaling_command.h"
+#include "train_command.h"
 
 namespace {
 
@@ -92,12 +93,74 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   scaling->add_option("--json", scaling_options.json_path, "write the table as JSON");
 
+  lt::tools::TrainCommandOptions train_options;
+  auto* train = app.add_subcommand(
+      "train", "train BERT (masked-language model) on real text, from scratch or MiniLM's weights");
+  train->add_option("--model", train_options.model, "tiny, mini, base or large")
+      ->check(CLI::IsMember({"tiny", "mini", "base", "large"}))
+      ->capture_default_str();
+  train
+      ->add_option("--init", train_options.init,
+                   "random, minilm (all-MiniLM-L6-v2, from `make models`) or a safetensors file")
+      ->capture_default_str();
+  train->add_option("--data", train_options.data, "a UTF-8 text file or a folder of them")
+      ->capture_default_str();
+  train->add_option("--steps", train_options.steps, "optimizer steps in all")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--batch", train_options.batch, "sequences per step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train->add_option("--seq", train_options.seq, "tokens per sequence")
+      ->check(CLI::Range(3, 512))
+      ->capture_default_str();
+  train->add_option("--lr", train_options.lr, "peak learning rate")->capture_default_str();
+  train->add_option("--warmup", train_options.warmup, "warm-up steps (default: a tenth)");
+  train->add_option("--schedule", train_options.schedule, "constant, linear or cosine")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}))
+      ->capture_default_str();
+  train->add_option("--clip-norm", train_options.clip_norm, "global gradient norm (0: no clipping)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--weight-decay", train_options.weight_decay, "AdamW's decoupled weight decay")
+      ->capture_default_str();
+  train
+      ->add_option("--dropout", train_options.dropout,
+                   "dropout probability (default: the model's 0.1)")
+      ->check(CLI::Range(0.0, 0.99));
+  train->add_option("--scalars", train_options.scalars, "argument, cached, uncached or constant")
+      ->check(CLI::IsMember({"argument", "cached", "uncached", "constant"}))
+      ->capture_default_str();
+  train->add_option("--seed", train_options.seed, "initial weights, batch order, masks, dropout")
+      ->capture_default_str();
+  train->add_option("--eval-every", train_options.eval_every,
+                    "held-out loss every K steps (default: ten times a run)");
+  train->add_option("--eval-batches", train_options.eval_batches, "held-out batches per evaluation")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--json", train_options.json_path,
+                    "write the metrics as JSON (and the loss curve as PNG beside it)");
+  train->add_option("--plot", train_options.plot_path, "write the loss curve here (PNG)");
+  train->add_option("--trace", train_options.trace_path, "write a Chrome trace-event timeline");
+  train->add_option("--save", train_options.save_path,
+                    "write a checkpoint (safetensors) at the end, and every --save-every steps");
+  train->add_option("--save-every", train_options.save_every, "checkpoint period in steps")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--resume", train_options.resume_path, "continue from a checkpoint");
+  train->add_option(
+      "--export-batches", train_options.export_batches_path,
+      "write the masked batches of the run (safetensors), for the PyTorch parity check");
+  train->add_flag("--compare", train_options.compare,
+                  "the same steps under each scalar policy, side by side");
+  train->add_flag("--quiet", train_options.quiet, "no progress bar");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return run_demo(demo_steps);
     if (*params) return run_params(params_model);
     if (*adamw) return lt::tools::run_adamw_command(adamw_options);
     if (*scaling) return lt::tools::run_scaling_command(scaling_options);
+    if (*train) return lt::tools::run_train_command(train_options);
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytensor: %s\n", e.what());
     return 1;

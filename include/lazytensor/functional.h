@@ -2,6 +2,7 @@
 // Free-function ops with PyTorch's names and semantics (torch.* and torch.nn.functional.*).
 // All are differentiable where PyTorch's are, and all record lazily like every op.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "lazytensor/tensor.h"
@@ -18,9 +19,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
 // Elements of `a` where `condition` holds, else of `b` (all three broadcast together).
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-// Rows of `weight` [num_embeddings, dim] at the i64 ids: ids.shape + [dim]. The gradient of
-// weight is a scatter-add of the output's gradient (repeated ids add up).
-Tensor embedding(const Tensor& ids, const Tensor& weight);
+// Rows of `weight` [num_embeddings, dim] at the integer ids: ids.shape + [dim]. The gradient of
+// weight is a scatter-add of the output's gradient (repeated ids add up); the row at
+// padding_idx (negative counts from the end) gets none, as in torch.nn.functional.embedding.
+// The two tensors may come in either order, (ids, weight) as torch's or (weight, ids): the ids
+// are the integer one.
+Tensor embedding(const Tensor& ids, const Tensor& weight,
+                 std::optional<int64_t> padding_idx = std::nullopt);
 
 Tensor erf(const Tensor& x);
 // Computed as exp(x - max) / sum: the max is subtracted, so large inputs do not overflow.
@@ -48,6 +53,12 @@ struct GeneratorState {
 void manual_seed(uint64_t seed);
 GeneratorState generator_state();
 void set_generator_state(const GeneratorState& state);
+// Uniform on [0, 1) from the generator (one draw per call), as torch.rand(shape): computed on
+// the device inside the kernels that use the values, never uploaded.
+Tensor rand(const Shape& shape, DType dtype = DType::f32);
+// Standard normal from the generator, as torch.randn(shape). Made on the host from a seed the
+// draw determines and uploaded asynchronously: it is for initial weights, once per run.
+Tensor randn(const Shape& shape, DType dtype = DType::f32);
 
 enum class Reduction { none, mean, sum };
 // logits [N, C] (or [C]) and integer class ids [N]; ids equal to ignore_index count for

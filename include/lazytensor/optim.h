@@ -59,6 +59,8 @@ class AdamW {
   const std::vector<ParamGroup<AdamWOptions>>& groups() const { return groups_; }
   std::vector<ParamGroup<AdamWOptions>>& groups() { return groups_; }
   const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
+  // For restoring a checkpoint: the tensors assigned must keep the parameter's shape.
+  State& mutable_state(size_t group, size_t param) { return state_.at(group).at(param); }
   Flavor flavor() const { return flavor_; }
 
  private:

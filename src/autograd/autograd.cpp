@@ -188,6 +188,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     meta.grad.add_(g);  // in place, so handles to grad() see the sum, as in PyTorch
   } else {
     meta.grad = g.detach();
+    // A gradient is a value of its own, whatever view of a temporary produced it: in-place
+    // updates of it (clipping, zeroing) are the user's to make.
+    meta.grad.impl()->is_view = false;
   }
   return {};
 }

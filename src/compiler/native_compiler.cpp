@@ -25,8 +25,12 @@ namespace fs = std::filesystem;
 namespace {
 
 // -fno-math-errno lets sqrt vectorize (4x on AdamW); -march=native uses the host's vector
-// width. No -ffast-math: results must match the reference.
-constexpr const char* kFlags = "-std=c++17 -O3 -march=native -fno-math-errno -fPIC -shared -w";
+// width. No -ffast-math: results must match the reference. -ffp-contract=off: no fused
+// multiply-adds the interpreter does not make either, so a kernel gives the same bits whichever
+// of the two runs it (tiered compilation switches mid-run, and a resumed training run must
+// reach the bits of an uninterrupted one).
+constexpr const char* kFlags =
+    "-std=c++17 -O3 -march=native -fno-math-errno -ffp-contract=off -fPIC -shared -w";
 
 struct SharedObject {
   void* handle = nullptr;

@@ -158,6 +158,51 @@ void set_generator_state(const GeneratorState& state) {
   g.state = {state.seed & kSeedMask, state.offset};
 }
 
+namespace {
+
+// The next draw of the generator: its seed and offset.
+GeneratorState next_draw() {
+  Generator& g = generator();
+  const std::lock_guard<std::mutex> lock(g.mu);
+  const GeneratorState draw = g.state;
+  ++g.state.offset;
+  return draw;
+}
+
+// Uniform [0, 1) values of `shape` from one draw, as f64; element i reads Philox counter
+// position i. Seed and offset are kernel arguments whatever the scalar policy: a new draw
+// each step must not be a new graph.
+ir::NodePtr uniform_values(const GeneratorState& draw, const Shape& shape, const Device& device) {
+  ir::NodePtr positions = ir::make_node(ir::OpKind::Iota, DType::f64, shape, {});
+  positions->device = device;
+  return ir::make_node(
+      ir::OpKind::Uniform, DType::f64, shape,
+      {ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(draw.seed)),
+       ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(draw.offset)),
+       positions});
+}
+
+}  // namespace
+
+// Computed on the device, inside whatever kernel uses them.
+Tensor rand(const Shape& shape, DType dtype) {
+  const runtime::TraceScope scope("rand");
+  trace::check_dtype("rand", dtype);
+  if (!dtype_is_floating(dtype)) {
+    throw Error(std::string("rand: random values need a floating dtype, not ") + dtype_name(dtype));
+  }
+  trace::check_shape("rand", shape);
+  return trace::make_tensor(
+      trace::cast(uniform_values(next_draw(), shape, default_device()), dtype));
+}
+
+// The kernels have no cosine for Box-Muller, and normal draws are for initial weights (once per
+// run), so they are made on the host from a seed the draw determines, then uploaded.
+Tensor randn(const Shape& shape, DType dtype) {
+  const GeneratorState draw = next_draw();
+  return randn(shape, draw.seed * 0x9e3779b97f4a7c15ull + draw.offset, dtype);
+}
+
 Tensor dropout(const Tensor& x, double p, bool train) {
   const runtime::TraceScope scope("dropout");
   check_floating("dropout", x);
@@ -166,25 +211,11 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   }
   if (!train || p == 0) return x;
   if (p == 1) return x * 0.0;
-  GeneratorState draw;
-  {
-    Generator& g = generator();
-    const std::lock_guard<std::mutex> lock(g.mu);
-    draw = g.state;
-    ++g.state.offset;
-  }
-  // Seed and offset are kernel arguments whatever the scalar policy: a new mask each step
-  // must not be a new graph.
+  const GeneratorState draw = next_draw();
   ir::NodePtr v = trace::value_of(x, "dropout");
-  ir::NodePtr positions = ir::make_node(ir::OpKind::Iota, DType::f64, v->shape, {});
-  positions->device = v->device;
-  ir::NodePtr uniform = ir::make_node(
-      ir::OpKind::Uniform, DType::f64, v->shape,
-      {ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(draw.seed)),
-       ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(draw.offset)),
-       positions});
-  ir::NodePtr keep = ir::make_node(ir::OpKind::Ge, DType::f64, v->shape,
-                                   {uniform, trace::scalar(p, DType::f64, *v->device)});
+  ir::NodePtr keep = ir::make_node(
+      ir::OpKind::Ge, DType::f64, v->shape,
+      {uniform_values(draw, v->shape, *v->device), trace::scalar(p, DType::f64, *v->device)});
   const Tensor scale = trace::make_tensor(trace::cast(keep, v->dtype)) * (1.0 / (1.0 - p));
   return x * scale;
 }

@@ -47,9 +47,17 @@ void check_index(const char* op, const ir::NodePtr& index) {
   }
 }
 
+// Kernels compute in floating types only: integer and bool values compare in f64, exactly
+// for magnitudes up to 2^53 (token ids, positions, counts).
+ir::NodePtr comparable(const ir::NodePtr& v) {
+  return dtype_has_arithmetic(v->dtype) ? v : trace::cast(v, DType::f64);
+}
+
 // A comparison of two values, after promotion, as a bool tensor.
 Tensor compare(const ir::NodePtr& a, const ir::NodePtr& b, OpKind kind, const char* op) {
-  ir::NodePtr result = trace::elementwise(op, kind, {a, b});
+  const bool exact = !dtype_has_arithmetic(a->dtype) && !dtype_has_arithmetic(b->dtype);
+  ir::NodePtr result = exact ? trace::elementwise(op, kind, {comparable(a), comparable(b)})
+                             : trace::elementwise(op, kind, {a, b});
   return trace::make_tensor(trace::cast(result, DType::boolean));
 }
 
@@ -57,8 +65,9 @@ Tensor compare(const Tensor& self, const Tensor& other, OpKind kind, const char*
   return compare(trace::value_of(self, op), trace::value_of(other, op), kind, op);
 }
 
+// As PyTorch: an integer tensor against a fractional number compares as numbers (ids < 2.5).
 Tensor compare(const Tensor& self, double other, OpKind kind, const char* op) {
-  ir::NodePtr v = trace::value_of(self, op);
+  ir::NodePtr v = comparable(trace::value_of(self, op));
   return compare(v, trace::scalar(other, v->dtype, *v->device), kind, op);
 }
 
@@ -177,8 +186,13 @@ Tensor Tensor::index_select(int dim, const Tensor& index) const {
       });
 }
 
-Tensor embedding(const Tensor& ids, const Tensor& weight) {
+Tensor embedding(const Tensor& first, const Tensor& second, std::optional<int64_t> padding_idx) {
   const runtime::TraceScope scope("embedding");
+  trace::value_of(first, "embedding");
+  trace::value_of(second, "embedding");
+  const bool ids_first = !dtype_is_floating(first.dtype());
+  const Tensor& ids = ids_first ? first : second;
+  const Tensor& weight = ids_first ? second : first;
   ir::NodePtr w = trace::value_of(weight, "embedding");
   ir::NodePtr i = trace::value_of(ids, "embedding");
   if (w->shape.rank() != 2) {
@@ -186,10 +200,20 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
                 w->shape.str());
   }
   check_index("embedding", i);
+  const int64_t rows = w->shape[0];
+  if (padding_idx && (*padding_idx < -rows || *padding_idx >= rows)) {
+    throw Error("embedding: padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
+                std::to_string(rows) + " embeddings");
+  }
   std::vector<int64_t> sizes = i->shape.to_vector();
   sizes.push_back(w->shape[1]);
   Tensor out = weight.index_select(0, ids.reshape({-1})).reshape(sizes);
   out.impl()->is_view = false;  // rows gathered into a new value: nothing aliases it
+  if (padding_idx && out.requires_grad()) {
+    // The same values, but positions holding the padding id pass no gradient to its row.
+    const int64_t pad = *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
+    out = where(ids.eq(static_cast<double>(pad)).unsqueeze(-1), out.detach(), out);
+  }
   return out;
 }
 

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# BERT masked-LM training: `lazytensor train` against PyTorch, on this machine, one run after
+# another with the same thread count (`make peers-train`, MODEL=mini by default).
+#
+#   1. speed: lazytensor, PyTorch 1.13 eager (/usr/bin/python3), current PyTorch eager and
+#      torch.compile (.venv-peers), torch-xla on its PJRT CPU device (.venv-xla); random
+#      init, batch 8 x seq 128, dropout 0.1, same optimizer and schedule everywhere
+#   2. the PyTorch model against transformers' BertForMaskedLM (check-hf, .venv-peers)
+#   3. parity: lazytensor exports its initial weights (step 0) and then trains mini from
+#      them, dropout 0, exporting its batches, losses and final weights; train_peers.py
+#      --mode parity repeats the steps under PyTorch 1.13 and current PyTorch
+#   4. a Markdown summary (tokens/s against lazytensor's, parity verdicts)
+#
+# Environment (defaults): MODEL (mini), THREADS (all usable cores), STEPS (10 timed),
+# WARMUP_STEPS (3, untimed: compiles), BATCH (8), SEQ (128), LT (build/release/lazytensor),
+# OUT (out), LT_ARGS (extra flags for every `lazytensor train`), PARITY_STEPS (20),
+# PARITY_BATCH (8), PARITY_SEQ (128), PARITY_LR (1e-4), PARITY_WARMUP (5),
+# PARITY_SCHEDULE (linear), SKIP (comma-separated: lt,torch113,eager,compile,xla,check-hf,
+# parity). Exit status 1 when parity fails or cannot run; a peer's failure is a table row.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+MODEL=${MODEL:-mini}
+THREADS=${THREADS:-$(nproc)}
+STEPS=${STEPS:-10}
+WARMUP_STEPS=${WARMUP_STEPS:-3}
+BATCH=${BATCH:-8}
+SEQ=${SEQ:-128}
+LT=${LT:-./build/release/lazytensor}
+OUT=${OUT:-out}
+LT_ARGS=${LT_ARGS:-}
+DATA=${DATA:-/usr/share/games/fortunes}
+PARITY_STEPS=${PARITY_STEPS:-20}
+PARITY_BATCH=${PARITY_BATCH:-8}
+PARITY_SEQ=${PARITY_SEQ:-128}
+PARITY_LR=${PARITY_LR:-1e-4}
+PARITY_WARMUP=${PARITY_WARMUP:-5}
+PARITY_SCHEDULE=${PARITY_SCHEDULE:-linear}
+SKIP=${SKIP:-}
+SYS_PY=/usr/bin/python3
+PEERS_PY=$ROOT/.venv-peers/bin/python
+XLA_PY=$ROOT/.venv-xla/bin/python
+TP=bench/peers/train_peers.py
+# One optimizer setting for every speed run (lazytensor and the peers alike).
+HPARAMS=(--lr 1e-4 --warmup 0 --schedule constant --clip-norm 1.0 --weight-decay 0.01)
+
+mkdir -p "$OUT"
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS PJRT_DEVICE=CPU
+status=0
+skip() { [[ ",$SKIP," == *",$1,"* ]]; }
+
+run() {  # $1: label, $2: log file, rest: command; prints stdout, keeps stderr in the log
+    local label=$1 log=$2
+    shift 2
+    echo
+    echo "### $label"
+    echo "\$ $*"
+    "$@" 2>"$log"
+    local rc=$?
+    if ((rc)); then
+        echo "($label: exit code $rc; last lines of $log:)"
+        tail -n 15 "$log"
+    fi
+    return $rc
+}
+
+CPU=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+echo "# BERT MLM training: lazytensor train vs PyTorch peers"
+echo
+echo "CPU: ${CPU:-unknown} ($(nproc) cores usable); threads $THREADS; model $MODEL;" \
+     "batch $BATCH x seq $SEQ; $WARMUP_STEPS warm-up + $STEPS timed steps;" \
+     "load average at start $(cut -d' ' -f1 /proc/loadavg)"
+
+have_lt=1
+if [[ ! -x $LT ]]; then
+    have_lt=0
+    echo "lazytensor binary $LT missing: build it first (make build); its rows are skipped."
+fi
+
+# ---- 1. speed ------------------------------------------------------------------------------
+PERF=(--mode perf --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS"
+      --warmup-steps "$WARMUP_STEPS" --threads "$THREADS" --dropout 0.1 --seed 0 "${HPARAMS[@]}")
+inputs=()
+# A failed run must not leave an earlier run's JSON to be summarized.
+rm -f "$OUT/train-lt-$MODEL.json" "$OUT"/train-torch*-"$MODEL".json
+if ((have_lt)) && ! skip lt; then
+    # lazytensor runs warm-up + timed steps; the summary drops its first WARMUP_STEPS steps.
+    # shellcheck disable=SC2086
+    run "lazytensor train ($MODEL)" "$OUT/train-lt-$MODEL.log" \
+        "$LT" train --model "$MODEL" --init random --data "$DATA" \
+        --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" --seq "$SEQ" "${HPARAMS[@]}" \
+        --dropout 0.1 --seed 0 --json "$OUT/train-lt-$MODEL.json" $LT_ARGS
+fi
+if ! skip torch113; then
+    run "PyTorch 1.13 eager" "$OUT/train-torch113-eager-$MODEL.log" \
+        "$SYS_PY" "$TP" "${PERF[@]}" --impl eager --json "$OUT/train-torch113-eager-$MODEL.json"
+    inputs+=("$OUT/train-torch113-eager-$MODEL.json")
+fi
+if ! skip eager; then
+    run "current PyTorch eager" "$OUT/train-torch-eager-$MODEL.log" \
+        "$PEERS_PY" "$TP" "${PERF[@]}" --impl eager --json "$OUT/train-torch-eager-$MODEL.json"
+    inputs+=("$OUT/train-torch-eager-$MODEL.json")
+fi
+if ! skip compile; then
+    run "torch.compile" "$OUT/train-torch-compile-$MODEL.log" \
+        "$PEERS_PY" "$TP" "${PERF[@]}" --impl compile --json "$OUT/train-torch-compile-$MODEL.json"
+    inputs+=("$OUT/train-torch-compile-$MODEL.json")
+fi
+if ! skip xla; then
+    run "torch-xla (PJRT CPU)" "$OUT/train-torch-xla-$MODEL.log" \
+        "$XLA_PY" "$TP" "${PERF[@]}" --impl xla --json "$OUT/train-torch-xla-$MODEL.json"
+    inputs+=("$OUT/train-torch-xla-$MODEL.json")
+fi
+
+# ---- 2. the PyTorch model against transformers -------------------------------------------------
+if ! skip check-hf; then
+    run "bert_mlm_torch vs transformers BertForMaskedLM (mini)" "$OUT/train-check-hf.log" \
+        "$PEERS_PY" "$TP" --mode check-hf --model mini --threads "$THREADS" --seq 64 \
+        --json "$OUT/train-check-hf.json" || status=1
+fi
+
+# ---- 3. parity -----------------------------------------------------------------------------------
+parity=()
+if ! skip parity; then
+    if ((have_lt)); then
+        rm -f "$OUT/parity-init.safetensors" "$OUT/parity-final.safetensors" \
+            "$OUT/parity-batches.safetensors" "$OUT/parity-lt.json"
+        # shellcheck disable=SC2086
+        run "lazytensor: initial weights (step 0)" "$OUT/parity-init.log" \
+            "$LT" train --model mini --init minilm --data "$DATA" --steps 0 \
+            --batch "$PARITY_BATCH" --seq "$PARITY_SEQ" --dropout 0 --seed 0 \
+            --save "$OUT/parity-init.safetensors" $LT_ARGS
+        # shellcheck disable=SC2086
+        run "lazytensor: $PARITY_STEPS steps from them, dropout 0" "$OUT/parity-lt.log" \
+            "$LT" train --model mini --init "$OUT/parity-init.safetensors" --data "$DATA" \
+            --steps "$PARITY_STEPS" --batch "$PARITY_BATCH" --seq "$PARITY_SEQ" \
+            --lr "$PARITY_LR" --warmup "$PARITY_WARMUP" --schedule "$PARITY_SCHEDULE" \
+            --clip-norm 1.0 --weight-decay 0.01 --dropout 0 --seed 0 \
+            --export-batches "$OUT/parity-batches.safetensors" \
+            --save "$OUT/parity-final.safetensors" --json "$OUT/parity-lt.json" $LT_ARGS
+        if [[ -s $OUT/parity-init.safetensors && -s $OUT/parity-batches.safetensors \
+              && -s $OUT/parity-lt.json ]]; then
+            PAR=(--mode parity --model mini --init "$OUT/parity-init.safetensors"
+                 --batches "$OUT/parity-batches.safetensors" --lr "$PARITY_LR"
+                 --warmup "$PARITY_WARMUP" --schedule "$PARITY_SCHEDULE" --clip-norm 1.0
+                 --weight-decay 0.01 --threads "$THREADS" --lazytensor-json "$OUT/parity-lt.json")
+            [[ -s $OUT/parity-final.safetensors ]] \
+                && PAR+=(--lazytensor-final "$OUT/parity-final.safetensors")
+            run "parity: PyTorch 1.13" "$OUT/parity-torch113.log" \
+                "$SYS_PY" "$TP" "${PAR[@]}" --json "$OUT/parity-torch113.json" || status=1
+            run "parity: current PyTorch" "$OUT/parity-torch.log" \
+                "$PEERS_PY" "$TP" "${PAR[@]}" --json "$OUT/parity-torch.json" || status=1
+            parity=("$OUT/parity-torch113.json" "$OUT/parity-torch.json")
+        else
+            echo "parity: lazytensor did not write its initial weights, batches and --json"
+            status=1
+        fi
+    else
+        echo "parity: skipped, no lazytensor binary"
+        status=1
+    fi
+fi
+
+# ---- 4. summary ----------------------------------------------------------------------------------
+LT_JSON=()
+((have_lt)) && ! skip lt && LT_JSON=(--lazytensor-json "$OUT/train-lt-$MODEL.json")
+"$SYS_PY" "$TP" --mode summary --model "$MODEL" --batch "$BATCH" --seq "$SEQ" \
+    --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" --inputs "${inputs[@]}" \
+    --parity "${parity[@]}" --json "$OUT/train-summary-$MODEL.json"
+echo
+echo "CPU: ${CPU:-unknown}; load average at end $(cut -d' ' -f1 /proc/loadavg)"
+exit $status

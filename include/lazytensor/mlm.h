@@ -1,0 +1,60 @@
+#pragma once
+// Masked-language-model data: fixed-length windows over a token stream, drawn in a shuffled
+// order that depends only on the seed and the batch number (so a resumed run draws the same
+// batches), and BERT's masking done on the device from the counter-based generator.
+#include <cstdint>
+#include <vector>
+
+#include "lazytensor/tensor.h"
+
+namespace lt::data {
+
+struct MlmOptions {
+  int64_t vocab_size = 30522;
+  int64_t mask_id = 103;                          // [MASK]
+  std::vector<int64_t> special_ids{0, 101, 102};  // never masked: [PAD], [CLS], [SEP]
+  double mask_prob = 0.15;                        // of the other tokens, predicted
+  double replace_mask = 0.8;                      // of those, shown as [MASK]
+  double replace_random = 0.1;                    // shown as a random token (the rest: as they are)
+};
+
+struct MlmBatch {
+  Tensor input_ids;  // [B, L] i64: the masked tokens
+  Tensor labels;     // [B, L] i64: the original id where predicted, -100 elsewhere
+};
+
+// BERT's masking of ids [B, L] (i64), as HuggingFace's DataCollatorForLanguageModeling: each
+// token that is not special is predicted with probability mask_prob; a predicted token is
+// replaced by [MASK] with probability replace_mask, by a uniformly drawn token with
+// probability replace_random, and kept otherwise. Three draws of the generator (lt::rand): a
+// new mask every step without a recompile, the same masks from the same generator state.
+MlmBatch mask_tokens(const Tensor& ids, const MlmOptions& options);
+
+// Windows [CLS] t_k ... t_{k+L-3} [SEP] over a token stream, at stride L - 2 (the tail that
+// does not fill a window is dropped; a stream shorter than one window has none).
+class TokenWindows {
+ public:
+  TokenWindows(std::vector<int64_t> stream, int64_t seq_len, int64_t cls_id, int64_t sep_id,
+               uint64_t seed);
+  int64_t size() const { return windows_; }
+  int64_t seq_len() const { return seq_len_; }
+  // Batch number `index` (from 0, running on over epochs): the next `batch_size` windows of an
+  // order reshuffled every epoch, as [batch_size, L] i64 on the device. It depends only on the
+  // seed and the index.
+  Tensor shuffled_batch(int64_t index, int64_t batch_size) const;
+  // Windows first, first + 1, ... in stream order (held-out evaluation).
+  Tensor ordered_batch(int64_t first, int64_t batch_size) const;
+  // The host ids of window w.
+  std::vector<int64_t> window(int64_t w) const;
+
+ private:
+  const std::vector<int64_t>& epoch_order(int64_t epoch) const;
+
+  std::vector<int64_t> stream_;
+  int64_t seq_len_, cls_id_, sep_id_, windows_;
+  uint64_t seed_;
+  mutable int64_t cached_epoch_ = -1;
+  mutable std::vector<int64_t> cached_order_;
+};
+
+}  // namespace lt::data

@@ -1,0 +1,127 @@
+// Masked-language-model batches: windows over a token stream and BERT's masking.
+#include "lazytensor/mlm.h"
+
+#include <random>
+#include <string>
+
+#include "lazytensor/error.h"
+#include "lazytensor/functional.h"
+
+namespace lt::data {
+
+MlmBatch mask_tokens(const Tensor& ids, const MlmOptions& o) {
+  if (!ids.defined() || dtype_is_floating(ids.dtype()) || ids.dtype() == DType::boolean) {
+    throw Error("mask_tokens: expected integer token ids, got " +
+                (ids.defined() ? std::string(dtype_name(ids.dtype())) : std::string("undefined")));
+  }
+  for (double p : {o.mask_prob, o.replace_mask, o.replace_random}) {
+    if (!(p >= 0 && p <= 1)) {
+      throw Error("mask_tokens: probabilities must be in [0, 1], got " + std::to_string(p));
+    }
+  }
+  if (o.replace_mask + o.replace_random > 1) {
+    throw Error("mask_tokens: replace_mask + replace_random exceeds 1");
+  }
+  if (o.vocab_size <= 0 || o.mask_id < 0 || o.mask_id >= o.vocab_size) {
+    throw Error("mask_tokens: mask_id " + std::to_string(o.mask_id) +
+                " is outside the vocabulary of " + std::to_string(o.vocab_size));
+  }
+  const Shape& shape = ids.shape();
+  // Ids up to 2^53 are exact in f64, and where() computes in a floating type.
+  const Tensor values = ids.to(DType::f64);
+  const Tensor never = full({}, 2.0, DType::f64);  // above every uniform draw
+  Tensor choose = rand(shape, DType::f64);
+  for (int64_t special : o.special_ids) {
+    choose = where(ids.eq(static_cast<double>(special)), never, choose);
+  }
+  const Tensor predicted = choose.lt(o.mask_prob);
+  // One more draw splits the predicted tokens: [0, replace_mask) masked, the next
+  // replace_random random, the rest kept.
+  const Tensor split = where(predicted, rand(shape, DType::f64), never);
+  const Tensor masked = split.lt(o.replace_mask);
+  const Tensor randomized =
+      where(split.ge(o.replace_mask), split, never).lt(o.replace_mask + o.replace_random);
+  // floor(u * V) < V for u < 1 in f64; the cast truncates, which is floor here.
+  const Tensor random_ids =
+      (rand(shape, DType::f64) * static_cast<double>(o.vocab_size)).to(DType::i64).to(DType::f64);
+  const Tensor shown = where(masked, full({}, static_cast<double>(o.mask_id), DType::f64),
+                             where(randomized, random_ids, values));
+  MlmBatch batch;
+  batch.input_ids = shown.to(DType::i64);
+  batch.labels = where(predicted, values, full({}, -100.0, DType::f64)).to(DType::i64);
+  return batch;
+}
+
+TokenWindows::TokenWindows(std::vector<int64_t> stream, int64_t seq_len, int64_t cls_id,
+                           int64_t sep_id, uint64_t seed)
+    : stream_(std::move(stream)), seq_len_(seq_len), cls_id_(cls_id), sep_id_(sep_id), seed_(seed) {
+  if (seq_len < 3) {
+    throw Error("TokenWindows: sequences need at least 3 tokens ([CLS], one token, [SEP]), got " +
+                std::to_string(seq_len));
+  }
+  windows_ = static_cast<int64_t>(stream_.size()) / (seq_len - 2);
+}
+
+std::vector<int64_t> TokenWindows::window(int64_t w) const {
+  if (w < 0 || w >= windows_) {
+    throw Error("TokenWindows: window " + std::to_string(w) + " of " + std::to_string(windows_));
+  }
+  std::vector<int64_t> out;
+  out.reserve(seq_len_);
+  out.push_back(cls_id_);
+  const auto begin = stream_.begin() + w * (seq_len_ - 2);
+  out.insert(out.end(), begin, begin + (seq_len_ - 2));
+  out.push_back(sep_id_);
+  return out;
+}
+
+const std::vector<int64_t>& TokenWindows::epoch_order(int64_t epoch) const {
+  if (epoch != cached_epoch_) {
+    // Fisher-Yates with a 64-bit Mersenne Twister: both fully specified, so the order is the
+    // same with every standard library (std::shuffle's algorithm is not specified).
+    std::mt19937_64 rng(seed_ * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(epoch));
+    cached_order_.resize(windows_);
+    for (int64_t i = 0; i < windows_; ++i) cached_order_[i] = i;
+    for (int64_t i = windows_ - 1; i > 0; --i) {
+      const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+      std::swap(cached_order_[i], cached_order_[j]);
+    }
+    cached_epoch_ = epoch;
+  }
+  return cached_order_;
+}
+
+Tensor TokenWindows::shuffled_batch(int64_t index, int64_t batch_size) const {
+  if (windows_ == 0) {
+    throw Error("TokenWindows: " + std::to_string(stream_.size()) +
+                " tokens do not fill one window of " + std::to_string(seq_len_) + " tokens");
+  }
+  if (index < 0 || batch_size <= 0) {
+    throw Error("TokenWindows: batch " + std::to_string(index) + " of size " +
+                std::to_string(batch_size));
+  }
+  std::vector<int64_t> ids;
+  ids.reserve(batch_size * seq_len_);
+  for (int64_t k = 0; k < batch_size; ++k) {
+    const int64_t position = index * batch_size + k;
+    const std::vector<int64_t> w = window(epoch_order(position / windows_)[position % windows_]);
+    ids.insert(ids.end(), w.begin(), w.end());
+  }
+  return from_vector(ids, Shape{batch_size, seq_len_});
+}
+
+Tensor TokenWindows::ordered_batch(int64_t first, int64_t batch_size) const {
+  if (first < 0 || batch_size <= 0 || first + batch_size > windows_) {
+    throw Error("TokenWindows: windows " + std::to_string(first) + " to " +
+                std::to_string(first + batch_size) + " of " + std::to_string(windows_));
+  }
+  std::vector<int64_t> ids;
+  ids.reserve(batch_size * seq_len_);
+  for (int64_t k = 0; k < batch_size; ++k) {
+    const std::vector<int64_t> w = window(first + k);
+    ids.insert(ids.end(), w.begin(), w.end());
+  }
+  return from_vector(ids, Shape{batch_size, seq_len_});
+}
+
+}  // namespace lt::data

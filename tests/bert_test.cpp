@@ -1,0 +1,367 @@
+// Modules (lt::nn), BERT (lt::models::Bert) against HuggingFace, masked-language-model data,
+// and a tiny BERT trained on real text. The HuggingFace values are shipped in tests/data (made
+// by bench/reference/minilm_reference.py); the MiniLM weights and vocabulary come from
+// `make models`, the text from Debian's fortunes package.
+#include "lazytensor/bert.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lazytensor/lazytensor.h"
+#include "lazytensor/mlm.h"
+#include "lazytensor/nn.h"
+#include "lazytensor/safetensors.h"
+#include "lazytensor/text.h"
+#include "test_support.h"
+
+namespace {
+
+using lt::DType;
+using lt::Shape;
+using lt::Tensor;
+using lt_test::counter;
+using lt_test::error_message;
+using lt_test::expect_mentions;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+[[maybe_unused]] testing::Environment* const kInterpreter = lt_test::use_interpreter();
+
+const fs::path kMiniLM = fs::path(LT_MODELS_DIR) / "all-MiniLM-L6-v2";
+const char* const kCorpus = "/usr/share/games/fortunes";
+
+const lt::safetensors::File& reference() {
+  static const lt::safetensors::File file =
+      lt::safetensors::load(std::string(LT_TEST_DATA_DIR) + "/minilm_reference.safetensors");
+  return file;
+}
+
+void require_minilm() {
+  ASSERT_TRUE(fs::exists(kMiniLM / "model.safetensors"))
+      << kMiniLM << " is missing: run `make models` (it installs all-MiniLM-L6-v2 offline)";
+}
+
+std::vector<float> floats_of(const Tensor& t) {
+  return t.to(DType::f32).to_vector<float>();
+}
+
+class BertTest : public lt_test::EngineTest {};
+
+TEST_F(BertTest, ParameterNamesAndShapesAreHuggingFaceBertForMaskedLM) {
+  const json want = json::parse(reference().metadata.at("tiny_mlm_parameters"));
+  lt::models::Bert model(lt::models::BertConfig::preset("tiny"));
+  const auto got = model.named_parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i][0].get<std::string>());
+    EXPECT_EQ(got[i].second.shape().to_vector(), want[i][1].get<std::vector<int64_t>>())
+        << got[i].first;
+    EXPECT_TRUE(got[i].second.requires_grad()) << got[i].first;
+  }
+}
+
+TEST_F(BertTest, MiniLMHiddenStatesMatchTransformers) {
+  require_minilm();
+  const lt::safetensors::File weights =
+      lt::safetensors::load((kMiniLM / "model.safetensors").string());
+  lt::models::Bert model(
+      lt::models::BertConfig::from_json_file((kMiniLM / "config.json").string()));
+  lt::nn::NamedTensors state;
+  for (const auto& t : weights.tensors) state.emplace_back(t.name, t.tensor);
+  const lt::nn::LoadResult loaded = model.load_pretrained(state);
+  // A sentence-embedding checkpoint has no MLM head: exactly those five stay initial.
+  EXPECT_EQ(loaded.missing, (std::vector<std::string>{"cls.predictions.bias",
+                                                      "cls.predictions.transform.dense.weight",
+                                                      "cls.predictions.transform.dense.bias",
+                                                      "cls.predictions.transform.LayerNorm.weight",
+                                                      "cls.predictions.transform.LayerNorm.bias"}));
+  EXPECT_TRUE(loaded.unexpected.empty());
+  model.eval();
+  const Tensor hidden = model.encode(reference().at("input_ids"), reference().at("attention_mask"));
+  const std::vector<float> got = floats_of(hidden);
+  const std::vector<float> want = floats_of(reference().at("hidden_states"));
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, double(std::abs(got[i] - want[i])));
+  EXPECT_LE(worst, 1e-4) << "largest difference from transformers' BertModel";
+}
+
+TEST_F(BertTest, ATokenizerAndTheMiniLMVocabularyGiveTheReferenceIds) {
+  require_minilm();
+  const lt::text::WordPieceTokenizer tokenizer((kMiniLM / "vocab.txt").string());
+  const auto sentences =
+      json::parse(reference().metadata.at("sentences")).get<std::vector<std::string>>();
+  const std::vector<int64_t> ids = reference().at("input_ids").to_vector<int64_t>();
+  const int64_t length = reference().at("input_ids").shape()[1];
+  for (size_t s = 0; s < sentences.size(); ++s) {
+    std::vector<int64_t> want(ids.begin() + s * length, ids.begin() + (s + 1) * length);
+    while (want.back() == tokenizer.pad_id()) want.pop_back();
+    std::vector<int64_t> got{tokenizer.cls_id()};
+    for (int64_t id : tokenizer.encode(sentences[s])) got.push_back(id);
+    got.push_back(tokenizer.sep_id());
+    EXPECT_EQ(got, want) << sentences[s];
+  }
+}
+
+TEST_F(BertTest, LoadingAWrongShapeNamesTheTensorAndChangesNothing) {
+  lt::models::Bert model(lt::models::BertConfig::preset("tiny"));
+  const Tensor word = model.named_parameters()[0].second;
+  const std::vector<float> before = floats_of(word);
+  const std::string message = error_message([&] {
+    model.load_pretrained({{"bert.embeddings.LayerNorm.weight", lt::ones({64})},
+                           {"bert.embeddings.word_embeddings.weight", lt::zeros({30522, 32})}});
+  });
+  expect_mentions(message,
+                  {"bert.embeddings.word_embeddings.weight", "[30522, 32]", "[30522, 64]"});
+  EXPECT_EQ(floats_of(word), before);
+  EXPECT_EQ(floats_of(model.named_parameters()[3].second), std::vector<float>(64, 1.0f));
+  expect_mentions(error_message([&] {
+                    model.load_pretrained({{"decoder.weight", lt::ones({2})}});
+                  }),
+                  {"no tensor", "decoder.weight"});
+}
+
+TEST_F(BertTest, StrictLoadNamesWhatIsMissingAndUnexpected) {
+  lt::nn::Linear layer(3, 2);
+  const std::string message = error_message([&] {
+    layer.load_state_dict({{"weight", lt::zeros({2, 3})}, {"scale", lt::zeros({2})}});
+  });
+  expect_mentions(message, {"missing 'bias'", "unexpected 'scale'"});
+  const lt::nn::LoadResult loose =
+      layer.load_state_dict({{"weight", lt::ones({2, 3})}}, /*strict=*/false);
+  EXPECT_EQ(loose.missing, std::vector<std::string>{"bias"});
+  EXPECT_EQ(floats_of(layer.weight), std::vector<float>(6, 1.0f));
+}
+
+TEST_F(BertTest, ModulesInitializeLikeTorchAndReproduceFromTheSeed) {
+  lt::manual_seed(7);
+  lt::nn::Linear a(100, 50);
+  lt::manual_seed(7);
+  lt::nn::Linear b(100, 50);
+  const std::vector<float> wa = floats_of(a.weight);
+  EXPECT_EQ(wa, floats_of(b.weight));
+  const double bound = 1.0 / std::sqrt(100.0);
+  double sum_sq = 0;
+  for (float w : wa) {
+    EXPECT_LE(std::abs(w), bound);
+    sum_sq += double(w) * w;
+  }
+  // U(-b, b) has variance b^2 / 3.
+  EXPECT_NEAR(sum_sq / wa.size(), bound * bound / 3, bound * bound / 3 * 0.1);
+  lt::nn::Embedding table(10, 4, /*padding_idx=*/-1);
+  const std::vector<float> rows = floats_of(table.weight);
+  for (int j = 0; j < 4; ++j) EXPECT_EQ(rows[9 * 4 + j], 0.0f) << "the padding row starts at 0";
+  EXPECT_EQ(*table.padding_idx, 9);
+}
+
+TEST_F(BertTest, ThePaddingRowGetsNoGradient) {
+  lt::nn::Embedding table(5, 3, /*padding_idx=*/0);
+  const Tensor ids = lt::from_vector(std::vector<int64_t>{0, 2, 0, 4, 2}, {5});
+  const Tensor out = table(ids);
+  (out * lt::randn({5, 3}, 11)).sum().backward();
+  const std::vector<float> grad = floats_of(table.weight.grad());
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(grad[0 * 3 + j], 0.0f);
+    EXPECT_EQ(grad[1 * 3 + j], 0.0f);  // unused
+    EXPECT_NE(grad[2 * 3 + j], 0.0f);
+  }
+  // The values at padding positions are the (zero) padding row, as in PyTorch.
+  const std::vector<float> rows = floats_of(out);
+  EXPECT_EQ(rows[0], 0.0f);
+}
+
+TEST_F(BertTest, EvalModeTurnsDropoutOffAndTrainModeOn) {
+  lt::models::Bert model(lt::models::BertConfig::preset("tiny"));
+  const Tensor ids = lt::from_vector(std::vector<int64_t>{101, 7592, 2088, 102}, {1, 4});
+  model.eval();
+  EXPECT_FALSE(model.is_training());
+  EXPECT_EQ(floats_of(model.encode(ids)), floats_of(model.encode(ids)));
+  model.train();
+  EXPECT_NE(floats_of(model.encode(ids)), floats_of(model.encode(ids)));
+}
+
+TEST_F(BertTest, BadInputNamesTheProblem) {
+  lt::models::Bert model(lt::models::BertConfig::preset("tiny"));
+  expect_mentions(error_message([&] { model.encode(lt::zeros({2, 4})); }), {"input_ids", "f32"});
+  expect_mentions(error_message([&] {
+                    model.encode(lt::zeros({1, 513}, DType::i64));
+                  }),
+                  {"513", "512"});
+  expect_mentions(error_message([&] {
+                    model.encode(lt::zeros({2, 4}, DType::i64), lt::ones({2, 5}, DType::i64));
+                  }),
+                  {"attention_mask", "[2, 5]"});
+  expect_mentions(error_message([] { lt::models::BertConfig::preset("huge"); }),
+                  {"huge", "tiny", "large"});
+  lt::models::BertConfig bad = lt::models::BertConfig::preset("tiny");
+  bad.num_attention_heads = 5;
+  expect_mentions(error_message([&] { lt::models::Bert{bad}; }), {"hidden_size 64", "5"});
+}
+
+// Ids [B, L] shaped as training sees them: [CLS] ... [SEP], some padding.
+Tensor sample_ids(int64_t B, int64_t L, std::vector<int64_t>& host) {
+  std::mt19937_64 rng(std::random_device{}());
+  host.assign(B * L, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t length = L - static_cast<int64_t>(rng() % 8);
+    for (int64_t i = 0; i < length; ++i)
+      host[b * L + i] = 1000 + static_cast<int64_t>(rng() % 29000);
+    host[b * L] = 101;
+    host[b * L + length - 1] = 102;
+  }
+  return lt::from_vector(host, {B, L});
+}
+
+TEST_F(BertTest, MaskingFollowsBertsProportionsAndSparesSpecialTokens) {
+  std::vector<int64_t> ids;
+  const Tensor input = sample_ids(64, 128, ids);
+  const lt::data::MlmOptions options;
+  const lt::data::MlmBatch batch = lt::data::mask_tokens(input, options);
+  const std::vector<int64_t> shown = batch.input_ids.to_vector<int64_t>();
+  const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
+  int64_t ordinary = 0, predicted = 0, masked = 0, kept = 0, randomized = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool special = ids[i] == 0 || ids[i] == 101 || ids[i] == 102;
+    if (labels[i] == -100) {
+      EXPECT_EQ(shown[i], ids[i]) << i;
+    } else {
+      EXPECT_FALSE(special) << "special token predicted at " << i;
+      EXPECT_EQ(labels[i], ids[i]) << i;
+      ++predicted;
+      if (shown[i] == 103) {
+        ++masked;
+      } else if (shown[i] == ids[i]) {
+        ++kept;
+      } else {
+        ++randomized;
+        EXPECT_GE(shown[i], 0);
+        EXPECT_LT(shown[i], options.vocab_size);
+      }
+    }
+    ordinary += !special;
+  }
+  // About 7,700 ordinary tokens: 5 standard deviations of each proportion.
+  EXPECT_NEAR(double(predicted) / ordinary, 0.15, 0.02);
+  EXPECT_NEAR(double(masked) / predicted, 0.8, 0.06);
+  EXPECT_NEAR(double(randomized) / predicted, 0.1, 0.05);
+  EXPECT_NEAR(double(kept) / predicted, 0.1, 0.05);
+}
+
+TEST_F(BertTest, MasksRepeatFromTheGeneratorStateAndChangeEveryStepWithoutRecompiling) {
+  std::vector<int64_t> ids;
+  const Tensor input = sample_ids(4, 64, ids);
+  const lt::GeneratorState start = lt::generator_state();
+  std::vector<std::vector<int64_t>> masks;
+  for (int step = 0; step < 4; ++step) {
+    masks.push_back(lt::data::mask_tokens(input, {}).labels.to_vector<int64_t>());
+    if (step == 1) lt_test::settle();
+  }
+  EXPECT_NE(masks[0], masks[1]);
+  EXPECT_NE(masks[2], masks[3]);
+  EXPECT_EQ(counter("UncachedCompile"), 0) << "a new mask was a new graph";
+  EXPECT_EQ(counter("TransferToDeviceSync"), 0);
+  lt::set_generator_state(start);
+  EXPECT_EQ(lt::data::mask_tokens(input, {}).labels.to_vector<int64_t>(), masks[0]);
+}
+
+TEST_F(BertTest, WindowsAreShuffledPerEpochFromTheSeedAlone) {
+  std::vector<int64_t> stream(1000);
+  for (size_t i = 0; i < stream.size(); ++i) stream[i] = 1000 + static_cast<int64_t>(i);
+  const lt::data::TokenWindows windows(stream, 12, 101, 102, 5);  // 100 windows of 10 tokens
+  ASSERT_EQ(windows.size(), 100);
+  std::multiset<int64_t> firsts;
+  for (int64_t b = 0; b < 25; ++b) {  // one epoch in batches of 4
+    const std::vector<int64_t> ids = windows.shuffled_batch(b, 4).to_vector<int64_t>();
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(ids[k * 12], 101);
+      EXPECT_EQ(ids[k * 12 + 11], 102);
+      firsts.insert(ids[k * 12 + 1]);
+    }
+  }
+  EXPECT_EQ(std::set<int64_t>(firsts.begin(), firsts.end()).size(), 100u) << "each window once";
+  const lt::data::TokenWindows again(stream, 12, 101, 102, 5);
+  EXPECT_EQ(again.shuffled_batch(31, 4).to_vector<int64_t>(),
+            windows.shuffled_batch(31, 4).to_vector<int64_t>());
+  EXPECT_NE(windows.shuffled_batch(0, 4).to_vector<int64_t>(),
+            windows.shuffled_batch(25, 4).to_vector<int64_t>())
+      << "the second epoch has an order of its own";
+  expect_mentions(error_message([] {
+                    lt::data::TokenWindows({1, 2}, 12, 101, 102, 0).shuffled_batch(0, 1);
+                  }),
+                  {"2 tokens", "12"});
+}
+
+// The tiny model on the fortunes corpus with a warm-up + linear schedule, gradient clipping and
+// dropout: the held-out loss falls, and after the first step no step compiles or waits for an
+// upload.
+TEST_F(BertTest, TinyBertTrainsOnRealTextWithOneCompileAndNoSyncTransfers) {
+  require_minilm();
+  ASSERT_TRUE(fs::exists(kCorpus)) << "install the Debian package fortunes";
+  const lt::text::WordPieceTokenizer tokenizer((kMiniLM / "vocab.txt").string());
+  std::vector<int64_t> train, heldout;
+  const auto docs = lt::text::read_corpus(kCorpus);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    auto& stream = i % 20 == 19 ? heldout : train;
+    for (int64_t id : tokenizer.encode(docs[i].text)) stream.push_back(id);
+    stream.push_back(tokenizer.sep_id());
+  }
+  constexpr int64_t B = 8, L = 32, kSteps = 40;
+  const lt::data::TokenWindows train_windows(train, L, tokenizer.cls_id(), tokenizer.sep_id(), 1);
+  const lt::data::TokenWindows heldout_windows(heldout, L, tokenizer.cls_id(), tokenizer.sep_id(),
+                                               1);
+  lt::manual_seed(1);
+  lt::models::Bert model(lt::models::BertConfig::preset("tiny"));
+  lt::optim::AdamWOptions options;
+  options.lr = 2e-3;
+  options.weight_decay = 0.01;
+  lt::optim::AdamW optimizer(model.parameters(), options);
+  const auto schedule = lt::optim::make_schedule("linear", 4, kSteps);
+  lt::data::MlmOptions mlm;
+
+  auto heldout_loss = [&] {
+    const lt::NoGradGuard no_grad;
+    const lt::GeneratorState saved = lt::generator_state();
+    lt::set_generator_state({99, 0});
+    model.eval();
+    double sum = 0;
+    for (int64_t k = 0; k < 4; ++k) {
+      const auto batch = lt::data::mask_tokens(heldout_windows.ordered_batch(k * B, B), mlm);
+      sum += model.mlm_loss(batch.input_ids, batch.labels).item();
+    }
+    model.train();
+    lt::set_generator_state(saved);
+    return sum / 4;
+  };
+  const double before = heldout_loss();
+  lt_test::settle();
+  int64_t compiles_after_first = 0;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    optimizer.zero_grad();
+    const auto batch = lt::data::mask_tokens(train_windows.shuffled_batch(step, B), mlm);
+    model.mlm_loss(batch.input_ids, batch.labels).backward();
+    std::vector<Tensor> grads;
+    for (const Tensor& p : model.parameters()) grads.push_back(p.grad());
+    lt::clip_grad_norm_(grads, 1.0);
+    optimizer.set_lr(schedule->lr(options.lr, step));
+    optimizer.step();
+    lt::mark_step();
+    if (step == 0) compiles_after_first = -counter("UncachedCompile");
+  }
+  lt::wait_device_ops();
+  compiles_after_first += counter("UncachedCompile");
+  EXPECT_EQ(compiles_after_first, 0);
+  EXPECT_EQ(counter("TransferToDeviceSync"), 0);
+  const double after = heldout_loss();
+  EXPECT_LT(after, before - 0.5) << "held-out MLM loss " << before << " -> " << after;
+}
+
+}  // namespace

@@ -1,0 +1,632 @@
+#include "train_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "adamw_command.h"
+#include "lazytensor/bert.h"
+#include "lazytensor/lazytensor.h"
+#include "lazytensor/mlm.h"
+#include "lazytensor/safetensors.h"
+#include "lazytensor/text.h"
+#include "loss_plot.h"
+
+namespace lt::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kCheckpointFormat = "lazytensor-train-checkpoint-1";
+constexpr const char* kExpAvg = "optimizer.exp_avg.";
+constexpr const char* kExpAvgSq = "optimizer.exp_avg_sq.";
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::map<std::string, int64_t> counters() {
+  std::map<std::string, int64_t> out;
+  for (const auto& name : metrics::counter_names()) out[name] = metrics::counter_value(name);
+  return out;
+}
+
+int64_t delta(const std::map<std::string, int64_t>& after,
+              const std::map<std::string, int64_t>& before, const std::string& name) {
+  auto a = after.find(name);
+  auto b = before.find(name);
+  return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
+}
+
+// Where `make models` put the pretrained files: $LT_MODELS_DIR, else the checkout's models/.
+fs::path models_dir() {
+  if (const char* dir = std::getenv("LT_MODELS_DIR"); dir && *dir) return dir;
+  return LT_DEFAULT_MODELS_DIR;
+}
+
+fs::path minilm_dir() {
+  const fs::path dir = models_dir() / "all-MiniLM-L6-v2";
+  if (!fs::exists(dir / "vocab.txt")) {
+    throw Error("train: the all-MiniLM-L6-v2 files are not in " + dir.string() +
+                " (run `make models`, or set LT_MODELS_DIR)");
+  }
+  return dir;
+}
+
+// Parameters that get no weight decay, as HuggingFace's run_mlm.py: biases and layer norms.
+bool decays(const std::string& name) {
+  const bool bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+  return !bias && name.find("LayerNorm") == std::string::npos;
+}
+
+// The corpus as two token streams: every twentieth document is held out.
+struct TokenData {
+  std::vector<int64_t> train, heldout;
+  int64_t documents = 0;
+  double seconds = 0;
+};
+
+TokenData tokenize_corpus(const std::string& path, const text::WordPieceTokenizer& tokenizer) {
+  const auto start = Clock::now();
+  TokenData d;
+  const std::vector<text::Document> docs = text::read_corpus(path);
+  d.documents = static_cast<int64_t>(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    std::vector<int64_t>& stream = i % 20 == 19 ? d.heldout : d.train;
+    const std::vector<int64_t> ids = tokenizer.encode(docs[i].text);
+    stream.insert(stream.end(), ids.begin(), ids.end());
+    stream.push_back(tokenizer.sep_id());
+  }
+  d.seconds = seconds_since(start);
+  return d;
+}
+
+nn::NamedTensors to_named(const std::vector<safetensors::NamedTensor>& tensors,
+                          const std::string& skip_prefix) {
+  nn::NamedTensors out;
+  for (const auto& t : tensors) {
+    if (t.name.rfind(skip_prefix, 0) != 0) out.emplace_back(t.name, t.tensor);
+  }
+  return out;
+}
+
+// The model, its optimizer and where the run stands: everything a checkpoint holds.
+struct Trainer {
+  models::BertConfig config;
+  std::unique_ptr<models::Bert> model;
+  std::unique_ptr<optim::AdamW> optimizer;
+  // (group, index in group) of each named parameter, for the optimizer state.
+  std::vector<std::pair<std::string, std::pair<size_t, size_t>>> slots;
+  int64_t step = 0;  // optimizer steps taken
+  std::vector<double> losses;
+  std::vector<std::pair<int64_t, double>> heldout;
+};
+
+Trainer make_trainer(const TrainCommandOptions& o, bool announce) {
+  Trainer t;
+  t.config = models::BertConfig::preset(o.model);
+  if (o.dropout >= 0) {
+    t.config.hidden_dropout_prob = o.dropout;
+    t.config.attention_probs_dropout_prob = o.dropout;
+  }
+  manual_seed(o.seed);
+  t.model = std::make_unique<models::Bert>(t.config);
+  if (o.init != "random") {
+    fs::path file = o.init;
+    if (o.init == "minilm") {
+      if (o.model != "mini") {
+        throw Error("train: --init minilm is all-MiniLM-L6-v2, a `mini` model; got --model " +
+                    o.model);
+      }
+      file = minilm_dir() / "model.safetensors";
+    }
+    const safetensors::File weights = safetensors::load(file.string());
+    const nn::LoadResult r = t.model->load_pretrained(to_named(weights.tensors, "optimizer."));
+    if (!r.unexpected.empty()) {
+      throw Error("train: " + file.string() + " does not fit the " + o.model + " model: it has '" +
+                  r.unexpected.front() + "'" +
+                  (r.unexpected.size() > 1
+                       ? " and " + std::to_string(r.unexpected.size() - 1) + " more unknown tensors"
+                       : std::string()));
+    }
+    if (announce) {
+      std::printf("init: %s (%zu tensors)", file.string().c_str(), weights.tensors.size());
+      if (!r.missing.empty()) {
+        std::printf(", %zu not in the file and initialized randomly (first: %s)", r.missing.size(),
+                    r.missing.front().c_str());
+      }
+      std::printf("\n");
+    }
+  }
+  optim::ParamGroup<optim::AdamWOptions> decay, no_decay;
+  decay.options.lr = no_decay.options.lr = o.lr;
+  decay.options.eps = no_decay.options.eps = 1e-8;
+  decay.options.weight_decay = o.weight_decay;
+  no_decay.options.weight_decay = 0;
+  for (auto& [name, param] : t.model->named_parameters()) {
+    auto& group = decays(name) ? decay : no_decay;
+    t.slots.emplace_back(name, std::pair{decays(name) ? 0 : 1, group.params.size()});
+    group.params.push_back(param);
+  }
+  t.optimizer = std::make_unique<optim::AdamW>(
+      std::vector<optim::ParamGroup<optim::AdamWOptions>>{decay, no_decay},
+      optim::AdamW::Flavor::torch);
+  return t;
+}
+
+json run_settings(const TrainCommandOptions& o) {
+  return {{"model", o.model},
+          {"batch", o.batch},
+          {"seq", o.seq},
+          {"seed", o.seed},
+          {"lr", o.lr},
+          {"warmup", o.warmup},
+          {"steps", o.steps},
+          {"schedule", o.schedule},
+          {"weight_decay", o.weight_decay},
+          {"clip_norm", o.clip_norm},
+          {"dropout", o.dropout}};
+}
+
+void save_checkpoint(const std::string& path, const Trainer& t, const TrainCommandOptions& o) {
+  std::vector<safetensors::NamedTensor> tensors;
+  for (auto& [name, param] : t.model->state_dict()) tensors.push_back({name, param});
+  for (const auto& [name, slot] : t.slots) {
+    const auto& s = t.optimizer->state(slot.first, slot.second);
+    tensors.push_back({kExpAvg + name, s.exp_avg});
+    tensors.push_back({kExpAvgSq + name, s.exp_avg_sq});
+  }
+  const GeneratorState g = generator_state();
+  safetensors::Metadata meta{{"format", kCheckpointFormat},
+                             {"step", std::to_string(t.step)},
+                             {"generator_seed", std::to_string(g.seed)},
+                             {"generator_offset", std::to_string(g.offset)},
+                             {"config", t.config.to_json()},
+                             {"run", run_settings(o).dump()},
+                             {"losses", json(t.losses).dump()},
+                             {"heldout", json(t.heldout).dump()}};
+  safetensors::save(path, tensors, meta);
+}
+
+// Restores a checkpoint into a trainer made with the same flags.
+void resume(Trainer& t, const TrainCommandOptions& o) {
+  const safetensors::File ck = safetensors::load(o.resume_path);
+  auto meta = [&](const std::string& key) -> const std::string& {
+    auto it = ck.metadata.find(key);
+    if (it == ck.metadata.end()) {
+      throw Error("train --resume: " + o.resume_path + " is not a training checkpoint (no '" + key +
+                  "' in its metadata)");
+    }
+    return it->second;
+  };
+  if (meta("format") != kCheckpointFormat) {
+    throw Error("train --resume: " + o.resume_path + " has format '" + meta("format") +
+                "', expected " + kCheckpointFormat);
+  }
+  const json run = json::parse(meta("run"));
+  for (const char* key : {"model", "batch", "seq", "seed"}) {
+    if (run.at(key) != run_settings(o).at(key)) {
+      throw Error("train --resume: the checkpoint was made with --" + std::string(key) + " " +
+                  run.at(key).dump() + ", not " + run_settings(o).at(key).dump());
+    }
+  }
+  for (const char* key : {"lr", "warmup", "steps", "schedule", "weight_decay", "clip_norm"}) {
+    if (run.at(key) != run_settings(o).at(key)) {
+      std::fprintf(stderr,
+                   "train --resume: warning: --%s %s differs from the checkpoint's %s: the run "
+                   "will not match an uninterrupted one\n",
+                   key, run_settings(o).at(key).dump().c_str(), run.at(key).dump().c_str());
+    }
+  }
+  t.model->load_state_dict(to_named(ck.tensors, "optimizer."), /*strict=*/true);
+  t.step = std::stoll(meta("step"));
+  for (const auto& [name, slot] : t.slots) {
+    auto& s = t.optimizer->mutable_state(slot.first, slot.second);
+    const Tensor& param = t.optimizer->groups()[slot.first].params[slot.second];
+    for (auto [prefix, target] : {std::pair{kExpAvg, &s.exp_avg}, {kExpAvgSq, &s.exp_avg_sq}}) {
+      const Tensor* saved = ck.find(prefix + name);
+      if (!saved)
+        throw Error("train --resume: the checkpoint has no '" + std::string(prefix) + name + "'");
+      if (saved->shape() != param.shape() || saved->dtype() != param.dtype()) {
+        throw Error("train --resume: '" + std::string(prefix) + name + "' is " +
+                    saved->shape().str() + " " + dtype_name(saved->dtype()) +
+                    " but the parameter is " + param.shape().str() + " " +
+                    dtype_name(param.dtype()));
+      }
+      *target = *saved;
+    }
+    s.step = t.step;
+  }
+  set_generator_state({std::stoull(meta("generator_seed")), std::stoull(meta("generator_offset"))});
+  t.losses = json::parse(meta("losses")).get<std::vector<double>>();
+  t.heldout = json::parse(meta("heldout")).get<std::vector<std::pair<int64_t, double>>>();
+}
+
+// A progress line on stderr: redrawn in place on a terminal, every tenth of the run otherwise.
+class Progress {
+ public:
+  Progress(int64_t total, bool quiet) : total_(total), quiet_(quiet), tty_(isatty(2)) {}
+  void update(int64_t step, double loss, double tokens_per_second, double eta_seconds,
+              std::optional<double> heldout) {
+    if (quiet_) return;
+    if (!tty_ && step != total_ && step % std::max<int64_t>(1, total_ / 10) != 0) return;
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(kWidth * step / std::max<int64_t>(1, total_));
+    std::string bar(filled, '#');
+    bar.resize(kWidth, '.');
+    const long eta = std::lround(eta_seconds);
+    std::fprintf(stderr, "%s[%s] %lld/%lld loss %.4f%s | %.0f tok/s | ETA %ld:%02ld   %s",
+                 tty_ ? "\r" : "", bar.c_str(), static_cast<long long>(step),
+                 static_cast<long long>(total_), loss,
+                 heldout ? (" held-out " + std::to_string(*heldout).substr(0, 6)).c_str() : "",
+                 tokens_per_second, eta / 60, eta % 60, tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (!quiet_ && tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  int64_t total_;
+  bool quiet_, tty_;
+};
+
+struct TrainResult {
+  std::string policy;
+  std::vector<double> step_seconds;
+  std::vector<int64_t> sync_transfers, compiles;
+  std::map<std::string, int64_t> counters_total, counters_after_first;
+  int64_t peak_device_bytes = 0;
+  double step_seconds_median = 0, tokens_per_second = 0;
+  int64_t first_step = 0;
+};
+
+class Run {
+ public:
+  Run(const TrainCommandOptions& o, const text::WordPieceTokenizer& tokenizer,
+      const TokenData& data, bool announce)
+      : o_(o),
+        trainer_(make_trainer(o, announce)),
+        train_windows_(data.train, o.seq, tokenizer.cls_id(), tokenizer.sep_id(), o.seed),
+        heldout_windows_(data.heldout, o.seq, tokenizer.cls_id(), tokenizer.sep_id(), o.seed),
+        schedule_(optim::make_schedule(o.schedule, warmup(o), o.steps)) {
+    mlm_.vocab_size = trainer_.config.vocab_size;
+    mlm_.mask_id = tokenizer.mask_id();
+    mlm_.special_ids = {tokenizer.pad_id(), tokenizer.cls_id(), tokenizer.sep_id()};
+    eval_batches_ = std::min(o.eval_batches, heldout_windows_.size() / o.batch);
+    if (!o.resume_path.empty()) resume(trainer_, o);
+    // Initial values, loaded weights and restored state become device data now, so that the
+    // first training step traces the same graph as every later one.
+    mark_step();
+    wait_device_ops();
+  }
+
+  static int64_t warmup(const TrainCommandOptions& o) {
+    return o.warmup < 0 ? o.steps / 10 : o.warmup;
+  }
+
+  Trainer& trainer() { return trainer_; }
+  int64_t eval_batches() const { return eval_batches_; }
+  int64_t train_windows() const { return train_windows_.size(); }
+
+  // Mean MLM loss over the first eval_batches held-out batches, with masks that are the same
+  // at every evaluation (the generator is set aside and restored), in evaluation mode.
+  double evaluate() {
+    if (eval_batches_ == 0) return NAN;
+    const NoGradGuard no_grad;
+    const GeneratorState saved = generator_state();
+    set_generator_state({o_.seed ^ 0x4e7a1, 0});
+    trainer_.model->eval();
+    std::vector<Tensor> losses;
+    for (int64_t k = 0; k < eval_batches_; ++k) {
+      const data::MlmBatch b =
+          data::mask_tokens(heldout_windows_.ordered_batch(k * o_.batch, o_.batch), mlm_);
+      losses.push_back(trainer_.model->mlm_loss(b.input_ids, b.labels));
+    }
+    trainer_.model->train();
+    set_generator_state(saved);
+    mark_step();
+    double sum = 0;
+    for (const Tensor& l : losses) sum += l.item();
+    return sum / static_cast<double>(losses.size());
+  }
+
+  // Traces one training step (batch number trainer.step) and cuts the graph; returns the loss.
+  Tensor trace_step(std::vector<data::MlmBatch>* exported) {
+    Trainer& t = trainer_;
+    t.optimizer->zero_grad();
+    const data::MlmBatch b =
+        data::mask_tokens(train_windows_.shuffled_batch(t.step, o_.batch), mlm_);
+    const Tensor loss = t.model->mlm_loss(b.input_ids, b.labels);
+    loss.backward();
+    if (o_.clip_norm > 0) {
+      std::vector<Tensor> grads;
+      for (const Tensor& p : t.model->parameters()) grads.push_back(p.grad());
+      clip_grad_norm_(grads, o_.clip_norm);
+    }
+    t.optimizer->set_lr(schedule_->lr(o_.lr, t.step));
+    t.optimizer->step();
+    ++t.step;
+    if (exported) exported->push_back(b);
+    mark_step();
+    return loss;
+  }
+
+  TrainResult train(ScalarPolicy policy, bool evaluate_and_save) {
+    set_scalar_policy(policy);
+    Trainer& t = trainer_;
+    TrainResult r;
+    r.policy = scalar_policy_name(policy);
+    r.first_step = t.step + 1;
+    const int64_t eval_every =
+        o_.eval_every > 0 ? o_.eval_every : std::max<int64_t>(1, o_.steps / 10);
+    if (evaluate_and_save && t.heldout.empty()) t.heldout.emplace_back(t.step, evaluate());
+
+    std::vector<data::MlmBatch> exported;
+    metrics::reset();
+    reset_peak_device_memory();
+    if (!o_.trace_path.empty()) {
+      profiler::start();
+      profiler::set_thread_name("host (tracing)");
+    }
+    Progress progress(o_.steps, o_.quiet);
+    const double tokens = static_cast<double>(o_.batch * o_.seq);
+    Tensor pending_loss;
+    auto read_loss = [&] {
+      if (pending_loss.defined()) t.losses.push_back(pending_loss.item());
+      pending_loss = Tensor();
+    };
+    std::map<std::string, int64_t> before = counters();
+    const auto run_start = Clock::now();
+    while (t.step < o_.steps) {
+      const DeviceEvent start = record_event();
+      Tensor loss;
+      {
+        profiler::Scope span("trace step", "host");
+        loss = trace_step(o_.export_batches_path.empty() ? nullptr : &exported);
+      }
+      const DeviceEvent end = record_event();
+      const auto now = counters();
+      r.sync_transfers.push_back(delta(now, before, "TransferToDeviceSync"));
+      r.compiles.push_back(delta(now, before, "UncachedCompile"));
+      if (t.step == r.first_step) r.counters_after_first = now;
+      read_loss();  // the previous step's: it finished while this one was traced
+      pending_loss = loss;
+      r.step_seconds.push_back(end.seconds_since(start));
+      std::optional<double> heldout;
+      if (evaluate_and_save && (t.step % eval_every == 0 || t.step == o_.steps)) {
+        read_loss();
+        heldout = evaluate();
+        t.heldout.emplace_back(t.step, *heldout);
+      }
+      if (evaluate_and_save && o_.save_every > 0 && !o_.save_path.empty() &&
+          t.step % o_.save_every == 0 && t.step != o_.steps) {
+        read_loss();
+        save_checkpoint(o_.save_path, t, o_);
+      }
+      const double elapsed = seconds_since(run_start);
+      const int64_t done = t.step - r.first_step + 1;
+      const double last = t.losses.empty() ? NAN : t.losses.back();
+      progress.update(t.step, last, tokens * done / elapsed,
+                      elapsed / done * static_cast<double>(o_.steps - t.step), heldout);
+      before = counters();
+    }
+    read_loss();
+    wait_device_ops();
+    progress.finish();
+    r.counters_total = counters();
+    for (auto& [name, value] : r.counters_after_first) value = r.counters_total[name] - value;
+    r.peak_device_bytes = device_memory_stats().peak_bytes;
+    std::vector<double> after_first(
+        r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()), r.step_seconds.end());
+    r.step_seconds_median = median(after_first.empty() ? r.step_seconds : after_first);
+    r.tokens_per_second = r.step_seconds_median > 0 ? tokens / r.step_seconds_median : 0;
+    if (!o_.trace_path.empty()) {
+      profiler::stop();
+      profiler::write_chrome_trace(o_.trace_path);
+    }
+    if (!exported.empty()) export_batches(exported);
+    return r;
+  }
+
+ private:
+  void export_batches(const std::vector<data::MlmBatch>& batches) {
+    const int64_t n = static_cast<int64_t>(batches.size());
+    std::vector<int64_t> ids, labels;
+    for (const auto& b : batches) {
+      const auto i = b.input_ids.to_vector<int64_t>();
+      const auto l = b.labels.to_vector<int64_t>();
+      ids.insert(ids.end(), i.begin(), i.end());
+      labels.insert(labels.end(), l.begin(), l.end());
+    }
+    const Shape shape{n, o_.batch, o_.seq};
+    safetensors::save(o_.export_batches_path,
+                      {{"input_ids", from_vector(ids, shape)},
+                       {"labels", from_vector(labels, shape)},
+                       {"attention_mask", ones(shape, DType::i64)}},
+                      {{"first_step", std::to_string(trainer_.step - n + 1)}});
+  }
+
+  const TrainCommandOptions& o_;
+  Trainer trainer_;
+  data::TokenWindows train_windows_, heldout_windows_;
+  std::unique_ptr<optim::Schedule> schedule_;
+  data::MlmOptions mlm_;
+  int64_t eval_batches_ = 0;
+};
+
+json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResult& r,
+                 int64_t params) {
+  json j = {{"model", o.model},
+            {"init", o.init},
+            {"data", o.data},
+            {"params", params},
+            {"steps", o.steps},
+            {"batch", o.batch},
+            {"seq", o.seq},
+            {"lr", o.lr},
+            {"warmup", Run::warmup(o)},
+            {"schedule", o.schedule},
+            {"clip_norm", o.clip_norm},
+            {"weight_decay", o.weight_decay},
+            {"seed", o.seed},
+            {"scalar_policy", r.policy},
+            {"kernel_compiler", kernel_compiler()},
+            {"first_step", r.first_step},
+            {"losses", t.losses},
+            {"heldout", t.heldout},
+            {"step_seconds", r.step_seconds},
+            {"step_seconds_median", r.step_seconds_median},
+            {"tokens_per_second", r.tokens_per_second},
+            {"sync_transfers_per_step", r.sync_transfers},
+            {"compiles_per_step", r.compiles},
+            {"peak_device_bytes", r.peak_device_bytes},
+            {"counters", r.counters_total},
+            {"counters_after_first_step", r.counters_after_first}};
+  return j;
+}
+
+void write_json(const std::string& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw Error("train --json: cannot write " + path);
+}
+
+int64_t count_params(const models::Bert& model) {
+  int64_t n = 0;
+  for (const Tensor& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+void check_options(const TrainCommandOptions& o) {
+  if (o.steps < 0) throw Error("train: --steps must be at least 0");
+  if (o.batch <= 0) throw Error("train: --batch must be positive");
+  if (o.seq < 3) throw Error("train: --seq must be at least 3 ([CLS], a token, [SEP])");
+  if (!(o.lr >= 0)) throw Error("train: --lr must be non-negative");
+  if (o.compare && (!o.resume_path.empty() || !o.save_path.empty())) {
+    throw Error(
+        "train: --compare runs each scalar policy from the start; it takes no --save or --resume");
+  }
+  if (o.compare && o.steps < 2) throw Error("train: --compare needs at least 2 steps");
+  if (o.seq > models::BertConfig::preset(o.model).max_position_embeddings) {
+    throw Error("train: --seq " + std::to_string(o.seq) + " exceeds the model's " +
+                std::to_string(models::BertConfig::preset(o.model).max_position_embeddings) +
+                " positions");
+  }
+}
+
+}  // namespace
+
+int run_train_command(const TrainCommandOptions& o) {
+  check_options(o);
+  const text::WordPieceTokenizer tokenizer((minilm_dir() / "vocab.txt").string());
+  const TokenData data = tokenize_corpus(o.data, tokenizer);
+  std::printf(
+      "data: %s: %lld documents, %zu training and %zu held-out tokens (tokenized in %.2f s)\n",
+      o.data.c_str(), static_cast<long long>(data.documents), data.train.size(),
+      data.heldout.size(), data.seconds);
+
+  if (o.compare) {
+    const std::unique_ptr<FreshKernelCache> fresh_cache = std::make_unique<FreshKernelCache>();
+    std::vector<TrainResult> results;
+    json runs = json::array();
+    int64_t params = 0;
+    for (ScalarPolicy policy : {ScalarPolicy::argument, ScalarPolicy::cached,
+                                ScalarPolicy::uncached, ScalarPolicy::constant}) {
+      std::fprintf(stderr, "%s:\n", scalar_policy_name(policy));
+      Run run(o, tokenizer, data, results.empty());
+      params = count_params(*run.trainer().model);
+      results.push_back(run.train(policy, /*evaluate_and_save=*/false));
+      runs.push_back(result_json(o, run.trainer(), results.back(), params));
+    }
+    std::printf("\nBERT %s MLM training, batch %lld x %lld, %lld steps, kernels: %s\n",
+                o.model.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.seq),
+                static_cast<long long>(o.steps), kernel_compiler().c_str());
+    std::printf("%-10s %12s %10s %14s %14s %16s\n", "policy", "step (ms)", "tokens/s",
+                "sync xfer/step", "compiles/step", "slower than arg");
+    for (const TrainResult& r : results) {
+      int64_t sync = 0, compiles = 0;
+      for (size_t k = 1; k < r.compiles.size(); ++k) {
+        sync += r.sync_transfers[k];
+        compiles += r.compiles[k];
+      }
+      const double later = static_cast<double>(std::max<size_t>(1, r.compiles.size() - 1));
+      std::printf("%-10s %12.1f %10.0f %14.1f %14.2f %15.1f%%\n", r.policy.c_str(),
+                  r.step_seconds_median * 1e3, r.tokens_per_second, sync / later, compiles / later,
+                  (r.step_seconds_median / results[0].step_seconds_median - 1) * 100);
+    }
+    if (!o.json_path.empty()) {
+      json out = runs[0];
+      out["compare"] = runs;
+      write_json(o.json_path, out);
+    }
+    return 0;
+  }
+
+  Run run(o, tokenizer, data, true);
+  Trainer& t = run.trainer();
+  const int64_t params = count_params(*t.model);
+  std::printf(
+      "model: BERT %s (%lld parameters), %lld steps of %lld x %lld tokens from step %lld, "
+      "%lld training windows, held-out loss over %lld batches, scalars %s, kernels %s\n",
+      o.model.c_str(), static_cast<long long>(params), static_cast<long long>(o.steps),
+      static_cast<long long>(o.batch), static_cast<long long>(o.seq),
+      static_cast<long long>(t.step + 1), static_cast<long long>(run.train_windows()),
+      static_cast<long long>(run.eval_batches()), o.scalars.c_str(), kernel_compiler().c_str());
+  const TrainResult r = run.train(parse_scalar_policy(o.scalars), /*evaluate_and_save=*/true);
+  if (!o.save_path.empty()) save_checkpoint(o.save_path, t, o);
+
+  int64_t later_sync = 0, later_compiles = 0;
+  for (size_t k = 1; k < r.compiles.size(); ++k) {
+    later_sync += r.sync_transfers[k];
+    later_compiles += r.compiles[k];
+  }
+  std::printf(
+      "steps %lld-%lld: median step %.1f ms, %.0f tokens/s, peak device memory %.1f MiB, "
+      "compiles after the first step %lld, synchronous transfers after it %lld\n",
+      static_cast<long long>(r.first_step), static_cast<long long>(t.step),
+      r.step_seconds_median * 1e3, r.tokens_per_second, r.peak_device_bytes / 1048576.0,
+      static_cast<long long>(later_compiles), static_cast<long long>(later_sync));
+  if (!t.losses.empty()) {
+    std::printf("loss: first %.4f, last %.4f", t.losses.front(), t.losses.back());
+    if (!t.heldout.empty()) {
+      std::printf("; held-out: step %lld %.4f -> step %lld %.4f",
+                  static_cast<long long>(t.heldout.front().first), t.heldout.front().second,
+                  static_cast<long long>(t.heldout.back().first), t.heldout.back().second);
+    }
+    std::printf("\n");
+  }
+  std::printf("\n%s", metrics::report().c_str());
+  const json out = result_json(o, t, r, params);
+  if (!o.json_path.empty()) write_json(o.json_path, out);
+  std::string plot = o.plot_path;
+  if (plot.empty() && !o.json_path.empty())
+    plot = fs::path(o.json_path).replace_extension(".png").string();
+  if (!plot.empty() && !t.losses.empty()) {
+    Series train{"training loss", {}}, heldout{"held-out loss", {}};
+    for (size_t k = 0; k < t.losses.size(); ++k)
+      train.points.emplace_back(double(k + 1), t.losses[k]);
+    for (const auto& [step, loss] : t.heldout) heldout.points.emplace_back(double(step), loss);
+    write_loss_plot(plot,
+                    "BERT " + o.model + " MLM (" + o.init + " init), batch " +
+                        std::to_string(o.batch) + " x " + std::to_string(o.seq),
+                    {train, heldout});
+    std::printf("plot: %s\n", plot.c_str());
+  }
+  return 0;
+}
+
+}  // namespace lt::tools
