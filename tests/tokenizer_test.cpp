@@ -93,7 +93,8 @@ TEST_F(SmallVocabulary, CasedKeepsCaseAndAccents) {
 
 TEST_F(SmallVocabulary, ErrorsNameTheFileOrToken) {
   const std::string missing = (dir_.path() / "no-such-vocab.txt").string();
-  expect_mentions(error_message([&] { WordPieceTokenizer{missing}; }), {"WordPieceTokenizer", missing});
+  expect_mentions(error_message([&] { WordPieceTokenizer{missing}; }),
+                  {"WordPieceTokenizer", missing});
 
   const fs::path empty = dir_.path() / "empty.txt";
   write_file(empty, "");
@@ -265,7 +266,8 @@ TEST_F(MiniLm, MatchesHuggingFaceOnTheFortunesCorpus) {
     ids.push_back(tokenizer().encode(document.text));
     bytes += document.text.size();
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("encoded %zu documents (%zu bytes) in %.3f s\n", documents.size(), bytes, seconds);
 
   // Each file's documents, in corpus order.
@@ -373,8 +375,7 @@ TEST(ReadCorpus, ErrorsNameThePath) {
 
   const fs::path binary = dir.path() / "binary.dat";
   write_file(binary, "\x01\x00\x02"s);
-  expect_mentions(error_message([&] { read_corpus(binary.string()); }),
-                  {binary.string(), "UTF-8"});
+  expect_mentions(error_message([&] { read_corpus(binary.string()); }), {binary.string(), "UTF-8"});
 
   const fs::path only_binary = dir.path() / "only-binary";
   fs::create_directory(only_binary);

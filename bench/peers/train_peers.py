@@ -191,35 +191,43 @@ def compare_losses(result, lt, tol):
     return ok
 
 
-def _diff(a, b):
-    """max abs, max rel (elementwise where |b| > 1e-6), max abs / max |b|; b the reference."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    d = np.abs(a - b)
-    big = np.abs(b) > 1e-6
-    return (float(d.max(initial=0.0)), float((d[big] / np.abs(b[big])).max(initial=0.0)),
-            float(d.max(initial=0.0) / max(np.abs(b).max(initial=0.0), 1e-30)))
+def _diffs(pairs):
+    """[(max abs, max rel, scaled)] for [(a, b)], b the reference: rel is elementwise where
+    |b| > 1e-6; scaled is max abs over the tensor's max |b|, floored at 1e-3 of the largest
+    |b| of all tensors (a parameter whose gradient is 0 in exact arithmetic, such as the key
+    biases, holds rounding noise that Adam scales up to lr-sized steps)."""
+    pairs = [(np.asarray(a, np.float64), np.asarray(b, np.float64)) for a, b in pairs]
+    peak = max((float(np.abs(b).max(initial=0.0)) for _, b in pairs), default=0.0)
+    out = []
+    for a, b in pairs:
+        d = np.abs(a - b)
+        big = np.abs(b) > 1e-6
+        mabs = float(d.max(initial=0.0))
+        out.append((mabs, float((d[big] / np.abs(b[big])).max(initial=0.0)),
+                    mabs / max(float(np.abs(b).max(initial=0.0)), 1e-3 * peak, 1e-30)))
+    return out
 
 
 def compare_final(model, opt, path, bm):
     arrays, _ = bm.read_safetensors(path)
-    rows, missing = [], []
-    for name, p in model.named_parameters():
-        if name not in arrays:
-            missing.append(name)
-            continue
-        mabs, mrel, scaled = _diff(arrays[name], p.detach().numpy())
-        rows.append({"name": name, "max_abs": mabs, "max_rel": mrel, "scaled": scaled})
+    named = list(model.named_parameters())
+    missing = [n for n, _ in named if n not in arrays]
+    present = [(n, p) for n, p in named if n in arrays]
+    rows = [{"name": n, "max_abs": d[0], "max_rel": d[1], "scaled": d[2]}
+            for (n, _), d in zip(present, _diffs([(arrays[n], p.detach().numpy())
+                                                 for n, p in present]))]
     opt_rows = {}
     for key in ("exp_avg", "exp_avg_sq"):
-        diffs = [_diff(arrays[f"optimizer.{key}.{n}"], opt.state[p][key].numpy())
-                 for n, p in model.named_parameters()
-                 if f"optimizer.{key}.{n}" in arrays and key in opt.state.get(p, {})]
+        diffs = _diffs([(arrays[f"optimizer.{key}.{n}"], opt.state[p][key].numpy())
+                        for n, p in named
+                        if f"optimizer.{key}.{n}" in arrays and key in opt.state.get(p, {})])
         if diffs:
             opt_rows[key] = {"tensors": len(diffs), "max_abs": max(d[0] for d in diffs),
                              "scaled": max(d[2] for d in diffs)}
     rows.sort(key=lambda r: -r["scaled"])
     print(f"\nfinal parameters vs {path} (torch the reference; rel: elementwise where "
-          "|torch| > 1e-6; scaled: max abs / max |torch| of the tensor), worst 5 by scaled:")
+          "|torch| > 1e-6; scaled: max abs / max |torch| of the tensor, floored at 1e-3 of the "
+          "largest |torch|), worst 5 by scaled:")
     print("| tensor | max abs | max rel | scaled |\n|---|---|---|---|")
     for r in rows[:5]:
         print(f"| {r['name']} | {r['max_abs']:.3e} | {r['max_rel']:.3e} | {r['scaled']:.3e} |")
@@ -300,7 +308,8 @@ def perf(args):
         dev = torch.device("cpu")
         version = f"torch {torch.__version__}"
     model.train()
-    opt, sched = bm.make_optimizer(model, args.lr, args.weight_decay, 0, total, "constant")
+    opt, sched = bm.make_optimizer(model, args.lr, args.weight_decay, args.warmup, total,
+                                   args.schedule)
     params = list(model.parameters())
 
     if args.impl == "compile":
@@ -337,7 +346,9 @@ def perf(args):
 
     print(f"# perf: {args.impl}, {version}, {threads} threads, model {args.model} "
           f"({bm.num_params(model):,} parameters), batch {args.batch} x seq {args.seq}, "
-          f"dropout {args.dropout}, {args.warmup_steps} warm-up + {args.steps} timed steps",
+          f"dropout {args.dropout}, {args.warmup_steps} warm-up + {args.steps} timed steps; "
+          f"lr {args.lr} warmup {args.warmup} schedule {args.schedule} clip-norm "
+          f"{args.clip_norm} weight-decay {args.weight_decay}",
           file=sys.stderr, flush=True)
     seconds, losses, before, after = [], [], None, None
     for t in range(total):
@@ -493,7 +504,7 @@ def check_hf(args):
 def lazytensor_perf(report, batch, seq, skip):
     """(median step seconds, tokens/s, peak RSS bytes or None, note) from lazytensor's --json.
     Reads step_seconds (per step; the first `skip` dropped, as the peers' warm-up steps),
-    else step_seconds_median, else tokens_per_s."""
+    else step_seconds_median, else tokens_per_second."""
     steps = report.get("step_seconds")
     batch = report.get("batch", batch)
     seq = report.get("seq", seq)
@@ -501,13 +512,13 @@ def lazytensor_perf(report, batch, seq, skip):
         median, note = statistics.median(steps[skip:]), f"median of step_seconds[{skip}:]"
     elif report.get("step_seconds_median"):
         median, note = report["step_seconds_median"], "its step_seconds_median"
-    elif report.get("tokens_per_s"):
-        median, note = batch * seq / report["tokens_per_s"], "its tokens_per_s"
+    elif report.get("tokens_per_second"):
+        median, note = batch * seq / report["tokens_per_second"], "its tokens_per_second"
     else:
-        raise KeyError("no step_seconds, step_seconds_median or tokens_per_s")
+        raise KeyError("no step_seconds, step_seconds_median or tokens_per_second")
     rss = report.get("peak_rss_bytes")
-    if rss is None and report.get("peak_rss_gib") is not None:
-        rss = report["peak_rss_gib"] * GIB
+    if report.get("peak_device_bytes"):
+        note += f"; peak device memory {report['peak_device_bytes'] / GIB:.2f} GiB"
     return median, batch * seq / median, rss, note
 
 
@@ -519,8 +530,14 @@ def summary(args):
             with open(args.lazytensor_json) as f:
                 lt = json.load(f)
             median, tps, rss, note = lazytensor_perf(lt, args.batch, args.seq, args.warmup_steps)
+            if args.lazytensor_rss:  # train_peers.sh measures it around the process
+                with open(args.lazytensor_rss) as f:
+                    rss = int(f.read().strip())
+            lt.setdefault("first_step_seconds", (lt.get("step_seconds") or [None])[0])
             base = tps
-            rows.append(["lazytensor", lt.get("version", "-"), lt.get("threads", "-"),
+            version = lt.get("version") or "/".join(
+                str(lt[k]) for k in ("scalar_policy", "kernel_compiler") if lt.get(k)) or "-"
+            rows.append(["lazytensor", version, lt.get("threads", args.threads or "-"),
                          f"{median:.4f}", f"{tps:.0f}", "1.00x",
                          "-" if rss is None else f"{rss / GIB:.2f}",
                          "-" if lt.get("first_step_seconds") is None
@@ -570,7 +587,7 @@ def summary(args):
     if parity_rows:
         print("\n## Parity (dropout 0, float32, lazytensor's batches and initial weights)\n")
         print("| torch | steps | max rel loss diff | verdict | final params max abs | "
-              "max abs / max |param| |\n|---|---|---|---|---|---|")
+              "final params scaled diff |\n|---|---|---|---|---|---|")
         for r in parity_rows:
             print("| " + " | ".join(f"{x:.2e}" if isinstance(x, float) else str(x)
                                     for x in r) + " |")
@@ -615,6 +632,8 @@ def main():
     # summary
     ap.add_argument("--inputs", nargs="*", default=[], help="summary: peers' perf JSONs")
     ap.add_argument("--parity", nargs="*", default=[], help="summary: parity JSONs")
+    ap.add_argument("--lazytensor-rss", help="summary: file holding lazytensor's peak RSS "
+                    "in bytes")
     args = ap.parse_args()
 
     if args.mode == "parity":

@@ -45,6 +45,12 @@ TP=bench/peers/train_peers.py
 # One optimizer setting for every speed run (lazytensor and the peers alike).
 HPARAMS=(--lr 1e-4 --warmup 0 --schedule constant --clip-norm 1.0 --weight-decay 0.01)
 
+# Runs argv[2:] and writes the peak RSS of that child (bytes) to argv[1].
+WITH_RSS='import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024))
+sys.exit(rc)'
+
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS PJRT_DEVICE=CPU
 status=0
@@ -55,7 +61,8 @@ run() {  # $1: label, $2: log file, rest: command; prints stdout, keeps stderr i
     shift 2
     echo
     echo "### $label"
-    echo "\$ $*"
+    local shown="$*"
+    echo "\$ ${shown/"$WITH_RSS"/<peak-RSS wrapper>}"
     "$@" 2>"$log"
     local rc=$?
     if ((rc)); then
@@ -83,14 +90,14 @@ PERF=(--mode perf --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS
       --warmup-steps "$WARMUP_STEPS" --threads "$THREADS" --dropout 0.1 --seed 0 "${HPARAMS[@]}")
 inputs=()
 # A failed run must not leave an earlier run's JSON to be summarized.
-rm -f "$OUT/train-lt-$MODEL.json" "$OUT"/train-torch*-"$MODEL".json
+rm -f "$OUT/train-lt-$MODEL.json" "$OUT/train-lt-$MODEL.rss" "$OUT"/train-torch*-"$MODEL".json
 if ((have_lt)) && ! skip lt; then
     # lazytensor runs warm-up + timed steps; the summary drops its first WARMUP_STEPS steps.
     # shellcheck disable=SC2086
     run "lazytensor train ($MODEL)" "$OUT/train-lt-$MODEL.log" \
-        "$LT" train --model "$MODEL" --init random --data "$DATA" \
+        "$SYS_PY" -c "$WITH_RSS" "$OUT/train-lt-$MODEL.rss" "$LT" train --model "$MODEL" --init random --data "$DATA" \
         --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" --seq "$SEQ" "${HPARAMS[@]}" \
-        --dropout 0.1 --seed 0 --json "$OUT/train-lt-$MODEL.json" $LT_ARGS
+        --dropout 0.1 --seed 0 --quiet --json "$OUT/train-lt-$MODEL.json" $LT_ARGS
 fi
 if ! skip torch113; then
     run "PyTorch 1.13 eager" "$OUT/train-torch113-eager-$MODEL.log" \
@@ -129,14 +136,14 @@ if ! skip parity; then
         # shellcheck disable=SC2086
         run "lazytensor: initial weights (step 0)" "$OUT/parity-init.log" \
             "$LT" train --model mini --init minilm --data "$DATA" --steps 0 \
-            --batch "$PARITY_BATCH" --seq "$PARITY_SEQ" --dropout 0 --seed 0 \
+            --batch "$PARITY_BATCH" --seq "$PARITY_SEQ" --dropout 0 --seed 0 --quiet \
             --save "$OUT/parity-init.safetensors" $LT_ARGS
         # shellcheck disable=SC2086
         run "lazytensor: $PARITY_STEPS steps from them, dropout 0" "$OUT/parity-lt.log" \
             "$LT" train --model mini --init "$OUT/parity-init.safetensors" --data "$DATA" \
             --steps "$PARITY_STEPS" --batch "$PARITY_BATCH" --seq "$PARITY_SEQ" \
             --lr "$PARITY_LR" --warmup "$PARITY_WARMUP" --schedule "$PARITY_SCHEDULE" \
-            --clip-norm 1.0 --weight-decay 0.01 --dropout 0 --seed 0 \
+            --clip-norm 1.0 --weight-decay 0.01 --dropout 0 --seed 0 --quiet \
             --export-batches "$OUT/parity-batches.safetensors" \
             --save "$OUT/parity-final.safetensors" --json "$OUT/parity-lt.json" $LT_ARGS
         if [[ -s $OUT/parity-init.safetensors && -s $OUT/parity-batches.safetensors \
@@ -165,8 +172,9 @@ fi
 # ---- 4. summary ----------------------------------------------------------------------------------
 LT_JSON=()
 ((have_lt)) && ! skip lt && LT_JSON=(--lazytensor-json "$OUT/train-lt-$MODEL.json")
+[[ -s $OUT/train-lt-$MODEL.rss ]] && LT_JSON+=(--lazytensor-rss "$OUT/train-lt-$MODEL.rss")
 "$SYS_PY" "$TP" --mode summary --model "$MODEL" --batch "$BATCH" --seq "$SEQ" \
-    --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" --inputs "${inputs[@]}" \
+    --threads "$THREADS" --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" --inputs "${inputs[@]}" \
     --parity "${parity[@]}" --json "$OUT/train-summary-$MODEL.json"
 echo
 echo "CPU: ${CPU:-unknown}; load average at end $(cut -d' ' -f1 /proc/loadavg)"

@@ -118,6 +118,7 @@ def needs_full_ids(text):
 
 
 def main():
+    transformers.logging.set_verbosity_error()  # documents longer than the model's 512 are fine
     corpus = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_CORPUS
     files = [(name, documents_of(text)) for name, text in corpus_files(corpus)]
     files = [(name, docs) for name, docs in files if docs]

@@ -10,8 +10,10 @@
 namespace lt::text {
 
 // BERT's tokenizer: the ids HuggingFace's BertTokenizer gives (do_lower_case, Chinese characters
-// split, accents stripped when lower-casing), without [CLS]/[SEP]. Text that spells a special
-// token, such as "[MASK]", is ordinary text here and never becomes that token.
+// split, accents stripped when lower-casing), without [CLS]/[SEP]. Where its Python and Rust
+// versions differ (a word-final capital sigma, unassigned code points), these are the Python
+// one's. Text that spells a special token, such as "[MASK]", is ordinary text here and never
+// becomes that token.
 class WordPieceTokenizer {
  public:
   // Reads a BERT vocab.txt (one token per line, id = line number). lt::Error naming the path if

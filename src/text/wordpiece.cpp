@@ -1,6 +1,9 @@
-// BERT's WordPiece tokenizer, reproducing HuggingFace's BertTokenizer (transformers'
-// models/bert/tokenization_bert.py: BasicTokenizer, then WordpieceTokenizer) id for id. The
-// Unicode data (general categories, case mappings, canonical decompositions) is utf8proc's.
+// BERT's WordPiece tokenizer, reproducing HuggingFace's Python one id for id: BasicTokenizer,
+// then WordpieceTokenizer, in transformers' models/bert/tokenization_bert.py (before version 5;
+// tokenization_bert_legacy.py since). The Rust tokenizer (tokenizers' BertNormalizer and
+// BertPreTokenizer) agrees except on a word-final capital sigma and on unassigned code points,
+// which it keeps as [UNK] where Python drops them. The Unicode data (general categories, case
+// mappings, canonical decompositions) is utf8proc's.
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -20,7 +23,9 @@ constexpr int32_t kCapitalSigma = 0x03A3;
 constexpr int32_t kSmallSigma = 0x03C3;
 constexpr int32_t kFinalSigma = 0x03C2;
 
-utf8proc_category_t category(int32_t c) { return utf8proc_category(c); }
+utf8proc_category_t category(int32_t c) {
+  return utf8proc_category(c);
+}
 
 bool is_other_category(int32_t c) {  // C*: control, format, surrogate, private use, unassigned
   switch (category(c)) {
@@ -36,7 +41,9 @@ bool is_other_category(int32_t c) {  // C*: control, format, surrogate, private 
 }
 
 // BERT's _is_control: tab, newline and carriage return count as whitespace instead.
-bool is_control(int32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other_category(c); }
+bool is_control(int32_t c) {
+  return c != '\t' && c != '\n' && c != '\r' && is_other_category(c);
+}
 
 // BERT's _is_whitespace.
 bool is_whitespace(int32_t c) {
@@ -111,7 +118,8 @@ bool is_case_ignorable(int32_t c) {
 
 // Unicode's Cased property, as the letter categories with case plus whatever has a case
 // mapping (enclosed and Roman-numeral letters). It misses the few cased characters without a
-// mapping (U+00AA, U+00BA, the squared Latin capitals): only a sigma next to one would differ.
+// mapping (U+00AA, U+00BA, the squared Latin capitals): only a capital sigma next to one can
+// come out differently from Python's.
 bool is_cased(int32_t c) {
   const utf8proc_category_t cat = category(c);
   return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL ||
@@ -152,7 +160,9 @@ struct Scratch {
 WordPieceTokenizer::WordPieceTokenizer(const std::string& vocab_path, bool lower_case)
     : lower_case_(lower_case) {
   std::ifstream file(vocab_path, std::ios::binary);
-  if (!file) throw Error("WordPieceTokenizer: cannot read the vocabulary file '" + vocab_path + "'");
+  if (!file) {
+    throw Error("WordPieceTokenizer: cannot read the vocabulary file '" + vocab_path + "'");
+  }
   std::string line;
   while (std::getline(file, line)) {
     // HuggingFace reads the file with Python's universal newlines.
@@ -163,7 +173,9 @@ WordPieceTokenizer::WordPieceTokenizer(const std::string& vocab_path, bool lower
     tokens_.push_back(std::move(line));
   }
   if (file.bad()) throw Error("WordPieceTokenizer: error reading '" + vocab_path + "'");
-  if (tokens_.empty()) throw Error("WordPieceTokenizer: the vocabulary '" + vocab_path + "' is empty");
+  if (tokens_.empty()) {
+    throw Error("WordPieceTokenizer: the vocabulary '" + vocab_path + "' is empty");
+  }
   const auto special = [&](const std::string& token) {
     const auto it = ids_.find(token);
     if (it == ids_.end()) {
@@ -213,8 +225,8 @@ std::vector<int64_t> WordPieceTokenizer::encode(std::string_view text) const {
     int32_t c = 0;
     const utf8proc_ssize_t n = utf8proc_iterate(bytes + at, size - at, &c);
     if (n < 0) {
-      throw Error("WordPieceTokenizer: the text is not valid UTF-8 (at byte " +
-                  std::to_string(at) + ")");
+      throw Error("WordPieceTokenizer: the text is not valid UTF-8 (at byte " + std::to_string(at) +
+                  ")");
     }
     at += n;
     if (c == 0 || c == 0xFFFD || is_control(c)) continue;
@@ -241,7 +253,8 @@ std::vector<int64_t> WordPieceTokenizer::encode(std::string_view text) const {
     // BasicTokenizer._run_strip_accents.
     s.chars.assign(cleaned.begin() + static_cast<ptrdiff_t>(begin),
                    cleaned.begin() + static_cast<ptrdiff_t>(end));
-    const bool ascii = std::all_of(s.chars.begin(), s.chars.end(), [](int32_t c) { return c < 0x80; });
+    const bool ascii =
+        std::all_of(s.chars.begin(), s.chars.end(), [](int32_t c) { return c < 0x80; });
     if (lower_case_ && ascii) {
       // Most words: nothing to decompose and no marks.
       for (int32_t& c : s.chars) {
@@ -251,8 +264,8 @@ std::vector<int64_t> WordPieceTokenizer::encode(std::string_view text) const {
       s.lowered.clear();
       for (size_t i = begin; i < end; ++i) {
         const int32_t c = cleaned[i];
-        append_utf8(s.lowered, c == kCapitalSigma ? lower_sigma(cleaned, begin, end, i)
-                                                  : utf8proc_tolower(c));
+        append_utf8(s.lowered,
+                    c == kCapitalSigma ? lower_sigma(cleaned, begin, end, i) : utf8proc_tolower(c));
       }
       // The decomposition is at most a few code points per character; retry if it is longer.
       s.chars.resize(s.lowered.size() * 2);
@@ -295,8 +308,8 @@ std::vector<int64_t> WordPieceTokenizer::encode(std::string_view text) const {
 // Greedy longest-match-first: the longest vocabulary entry that starts the rest of the word,
 // "##"-prefixed after the first; a word with a rest that no entry starts is [UNK] whole.
 void WordPieceTokenizer::append_word_pieces(std::string_view word,
-                                            const std::vector<size_t>& starts,
-                                            std::string& scratch, std::vector<int64_t>& ids) const {
+                                            const std::vector<size_t>& starts, std::string& scratch,
+                                            std::vector<int64_t>& ids) const {
   const size_t n_chars = starts.size() - 1;
   if (n_chars > kMaxCharsPerWord) {
     ids.push_back(unk_id_);

@@ -12,6 +12,7 @@
 #include "compiler/kernel_program.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
+#include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
 namespace lt::backend::cpu {
@@ -529,6 +530,23 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
   }
 }
 
+const char* launch_kind(const Launch& launch) {
+  if (launch.opaque) {
+    switch (launch.opaque->op) {
+      case ir::OpKind::MatMul:
+        return "matmul";
+      case ir::OpKind::IndexSelect:
+        return "index_select";
+      case ir::OpKind::IndexAdd:
+        return "index_add";
+      default:
+        return "opaque op";
+    }
+  }
+  if (launch.row_group > 1) return "row group";
+  return launch.reduce == compiler::ReduceKind::None ? "elementwise kernel" : "reduction kernel";
+}
+
 }  // namespace
 
 void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadPool& pool,
@@ -548,6 +566,8 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
       temps[t] = allocate(exe.temp_bytes[t]);
       slots[first_temp + t] = temps[t]->data();
     }
+    // Spans by kind (the timeline's answer to "GEMMs or the rest?"); free while not profiling.
+    const profiler::Scope span(launch_kind(launch), "launch");
     if (launch.opaque) {
       run_opaque_op(*launch.opaque, slots, pool);
       for (uint32_t t : exe.temps_freed_after[l]) temps[t].reset();
