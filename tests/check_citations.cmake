@@ -7,7 +7,7 @@ file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
      ${SOURCE_DIR}/cmake/* ${SOURCE_DIR}/Makefile ${SOURCE_DIR}/CMakeLists.txt)
 set(missing "")
 foreach(file ${files})
-  if(file MATCHES "(^|/)(build|\\.venv|venv)/" OR NOT file MATCHES "\\.(md|h|cpp|def|in|py|sh|txt|cmake|inc)$|Makefile$")
+  if(file MATCHES "(^|/)(build[^/]*|\\.venv[^/]*|venv|models|out)/" OR NOT file MATCHES "\\.(md|h|cpp|def|in|py|sh|txt|cmake|inc)$|Makefile$")
     continue()
   endif()
   file(STRINGS ${SOURCE_DIR}/${file} lines REGEX "[A-Za-z0-9_-]+\\.md")

@@ -247,27 +247,23 @@ def forward_loss(model, input_ids, attention_mask, labels):
 
 # ---- optimizer and schedule ---------------------------------------------------------------
 
-def lr_factor(t, warmup, total, schedule):
-    """Factor on the base learning rate for optimizer step t (t = 1 .. total).
-
-    W = warmup, N = total steps:
-      t < W (warmup, any schedule):  t / W
-      otherwise, constant:           1                       (= min(t / max(1, W), 1))
-                 linear:             max(0, (N - t) / max(1, N - W))
-                 cosine:             0.5 * (1 + cos(pi * (t - W) / max(1, N - W)))
-    So step 1 uses 1/W of the rate when W > 0, step W the full rate, and the last step of a
-    linear or cosine schedule uses rate 0. In the training loop (make_optimizer) step t runs
-    with lr = base_lr * lr_factor(t, ...): LambdaLR's own counter s starts at 0, so its
-    lambda is lr_factor(s + 1, ...).
+def lr_factor(s, warmup, total, schedule):
+    """Factor on the base learning rate for the optimizer step taken after s steps (s = 0 ..
+    total - 1): transformers' schedules, as LambdaLR counts (lazytensor's lt::optim schedules
+    are the same functions). W = warmup, N = total steps:
+      constant:  1 (transformers' get_constant_schedule: no warm-up)
+      linear:    s / W while s < W, then max(0, (N - s) / max(1, N - W))
+      cosine:    s / W while s < W, then 0.5 * (1 + cos(pi * (s - W) / max(1, N - W)))
+    So with W > 0 the first step runs at rate 0, as with get_linear_schedule_with_warmup.
     """
-    if t < warmup:
-        return t / warmup
     if schedule == "constant":
         return 1.0
+    if s < warmup:
+        return s / max(1, warmup)
     if schedule == "linear":
-        return max(0.0, (total - t) / max(1, total - warmup))
+        return max(0.0, (total - s) / max(1, total - warmup))
     if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * (t - warmup) / max(1, total - warmup)))
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * (s - warmup) / max(1, total - warmup))))
     raise ValueError(f"unknown schedule {schedule!r}")
 
 
@@ -278,8 +274,8 @@ def no_decay(name):
 def make_optimizer(model, lr, weight_decay, warmup, total, schedule):
     """torch.optim.AdamW(lr, betas (0.9, 0.999), eps 1e-8) with two parameter groups: names
     ending in "bias" or containing "LayerNorm" get weight_decay 0, the rest weight_decay;
-    LambdaLR so that optimizer step t uses lr * lr_factor(t). Call scheduler.step() after
-    each optimizer.step().
+    LambdaLR so that the step taken after s steps uses lr * lr_factor(s). Call
+    scheduler.step() after each optimizer.step().
 
     torch's AdamW step t, per parameter p with gradient g (what lazytensor must match):
       p *= 1 - lr_t * wd
@@ -294,7 +290,7 @@ def make_optimizer(model, lr, weight_decay, warmup, total, schedule):
     opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s + 1, warmup, total, schedule))
+        opt, lambda s: lr_factor(s, warmup, total, schedule))
     return opt, sched
 
 

@@ -118,7 +118,7 @@ def parity(args):
         else:
             norm = torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
         lr = opt.param_groups[0]["lr"]
-        expected = args.lr * bm.lr_factor(t, args.warmup, steps, args.schedule)
+        expected = args.lr * bm.lr_factor(t - 1, args.warmup, steps, args.schedule)
         assert abs(lr - expected) <= 1e-12 * max(1.0, abs(expected)), (t, lr, expected)
         opt.step()
         sched.step()

@@ -190,6 +190,11 @@ Tensor embedding(const Tensor& first, const Tensor& second, std::optional<int64_
   const runtime::TraceScope scope("embedding");
   trace::value_of(first, "embedding");
   trace::value_of(second, "embedding");
+  if (dtype_is_floating(first.dtype()) == dtype_is_floating(second.dtype())) {
+    throw Error(std::string("embedding: expected integer ids (i64 or i32) and a floating weight, "
+                            "got ") +
+                dtype_name(first.dtype()) + " and " + dtype_name(second.dtype()));
+  }
   const bool ids_first = !dtype_is_floating(first.dtype());
   const Tensor& ids = ids_first ? first : second;
   const Tensor& weight = ids_first ? second : first;
