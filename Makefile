@@ -73,6 +73,7 @@ bench: build
 include bench/peers/Makefile.inc
 peers: build
 peers-training: build
+peers-train: build models
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

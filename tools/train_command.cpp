@@ -133,8 +133,7 @@ Trainer make_trainer(const TrainCommandOptions& o, bool announce) {
       }
       file = minilm_dir() / "model.safetensors";
     }
-    const safetensors::File weights = safetensors::load(file.string());
-    const nn::LoadResult r = t.model->load_pretrained(to_named(weights.tensors, "optimizer."));
+    const nn::LoadResult r = t.model->load_pretrained(file.string());
     if (!r.unexpected.empty()) {
       throw Error("train: " + file.string() + " does not fit the " + o.model + " model: it has '" +
                   r.unexpected.front() + "'" +
@@ -143,7 +142,7 @@ Trainer make_trainer(const TrainCommandOptions& o, bool announce) {
                        : std::string()));
     }
     if (announce) {
-      std::printf("init: %s (%zu tensors)", file.string().c_str(), weights.tensors.size());
+      std::printf("init: %s", file.string().c_str());
       if (!r.missing.empty()) {
         std::printf(", %zu not in the file and initialized randomly (first: %s)", r.missing.size(),
                     r.missing.front().c_str());
@@ -335,10 +334,10 @@ class Run {
       const data::MlmBatch b =
           data::mask_tokens(heldout_windows_.ordered_batch(k * o_.batch, o_.batch), mlm_);
       losses.push_back(trainer_.model->mlm_loss(b.input_ids, b.labels));
+      mark_step();  // one batch per graph: the same graph each time, and one batch's memory
     }
     trainer_.model->train();
     set_generator_state(saved);
-    mark_step();
     double sum = 0;
     for (const Tensor& l : losses) sum += l.item();
     return sum / static_cast<double>(losses.size());

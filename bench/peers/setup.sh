@@ -41,14 +41,15 @@ make_venv() {  # $1: path
 
 # --- current torch + JAX --------------------------------------------------------------
 if make_venv "$PEERS_VENV"; then
-    if "$PEERS_VENV/bin/python" -c "import torch, jax, optax, numpy" 2>/dev/null; then
-        say ".venv-peers: torch, jax, optax present"
+    if "$PEERS_VENV/bin/python" -c "import torch, jax, optax, numpy, transformers, safetensors" 2>/dev/null; then
+        say ".venv-peers: torch, jax, optax, transformers present"
     else
         # Only the default PyPI index is reachable, so this is the CUDA build of torch;
-        # it runs on the CPU all the same.
-        say ".venv-peers: pip install torch jax[cpu] optax numpy"
-        "$PEERS_VENV/bin/python" -m pip install -q torch "jax[cpu]" optax numpy \
-            || { say ".venv-peers: pip install failed"; status=1; }
+        # it runs on the CPU all the same. transformers and safetensors: the BERT references
+        # (bench/reference/minilm_reference.py, train_peers.py --mode check-hf).
+        say ".venv-peers: pip install torch jax[cpu] optax numpy transformers safetensors"
+        "$PEERS_VENV/bin/python" -m pip install -q torch "jax[cpu]" optax numpy transformers \
+            safetensors || { say ".venv-peers: pip install failed"; status=1; }
     fi
 else
     say "could not create $PEERS_VENV"; status=1

@@ -71,6 +71,9 @@ class Bert : public nn::Module {
   // state did not cover, e.g. the MLM head for a sentence-embedding checkpoint such as
   // all-MiniLM-L6-v2, which keeps its initial values.
   nn::LoadResult load_pretrained(const nn::NamedTensors& state);
+  // The same from a safetensors file (tensors named optimizer.* in a training checkpoint are
+  // not parameters and are skipped).
+  nn::LoadResult load_pretrained(const std::string& safetensors_path);
 
   const BertConfig& config() const { return config_; }
 

@@ -183,6 +183,44 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     }
   }
 
+  // Temporaries written over dying ones. A temporary read through any other node (a view of
+  // it, or a second kernel) is read in another order or later, so it is never taken over.
+  const size_t num_temps = plan.temp_bytes.size();
+  std::vector<int> temp_reads(num_temps, 0);
+  for (const Kernel& kernel : plan.kernels) {
+    for (uint32_t node : kernel.input_nodes) {
+      const int slot = plan.slot_of[storage_node(graph, node)];
+      if (slot >= first_temp) ++temp_reads[slot - first_temp];
+    }
+  }
+  plan.temp_reuses.assign(num_temps, -1);
+  std::vector<char> taken(num_temps, 0);
+  for (uint32_t l = 0; l < plan.launches.size(); ++l) {
+    for (uint32_t k : plan.launches[l].kernels) {
+      const Kernel& kernel = plan.kernels[k];
+      if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
+      for (uint32_t out_node : kernel.output_nodes) {
+        const int out_slot = plan.slot_of[out_node];
+        if (out_slot < first_temp) continue;
+        const ir::Node& out = graph.node(out_node);
+        for (uint32_t node : kernel.input_nodes) {
+          const int slot = plan.slot_of[node];
+          if (ir::is_view(graph.node(node).op) || slot < first_temp || slot == out_slot) continue;
+          const size_t t = static_cast<size_t>(slot - first_temp);
+          const ir::Node& in = graph.node(node);
+          if (taken[t] || temp_reads[t] != 1 || plan.temp_last_launch[t] != l ||
+              in.dtype != out.dtype || in.shape.numel() != out.shape.numel() ||
+              in.shape.numel() != kernel.iteration_shape.numel()) {
+            continue;
+          }
+          taken[t] = 1;
+          plan.temp_reuses[out_slot - first_temp] = static_cast<int32_t>(t);
+          break;
+        }
+      }
+    }
+  }
+
   // An elementwise kernel reads an input element for element exactly when the input has as
   // many elements as the iteration space (it broadcasts to it, so no dim is expanded).
   plan.donation_candidates.resize(plan.num_outputs);

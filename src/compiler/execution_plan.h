@@ -34,6 +34,11 @@ struct ExecutionPlan {
   // needs memory only in between, so a long chain cut into many kernels holds few at a time.
   std::vector<uint32_t> temp_first_launch;
   std::vector<uint32_t> temp_last_launch;
+  // Per temporary: the temporary whose buffer it takes over, or -1 for a buffer of its own. An
+  // elementwise kernel that is the only and last reader of a temporary of its output's size
+  // and dtype, reading it element for element, writes its output over it (the bias added to a
+  // GEMM's result, a gradient scaled by clipping): one buffer instead of two.
+  std::vector<int32_t> temp_reuses;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read

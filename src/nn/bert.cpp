@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lazytensor/error.h"
+#include "lazytensor/safetensors.h"
 
 namespace lt::models {
 
@@ -335,6 +336,15 @@ nn::LoadResult Bert::load_pretrained(const nn::NamedTensors& state) {
                 (state.empty() ? std::string("none") : state.front().first) + "')");
   }
   return result;
+}
+
+nn::LoadResult Bert::load_pretrained(const std::string& safetensors_path) {
+  const safetensors::File file = safetensors::load(safetensors_path);
+  nn::NamedTensors state;
+  for (const auto& t : file.tensors) {
+    if (t.name.rfind("optimizer.", 0) != 0) state.emplace_back(t.name, t.tensor);
+  }
+  return load_pretrained(state);
 }
 
 }  // namespace lt::models

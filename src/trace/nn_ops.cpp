@@ -138,7 +138,21 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     const Tensor inner = (x + x * x * x * 0.044715) * k;
     return x * 0.5 * (inner.tanh() + 1.0);
   }
-  return x * 0.5 * ((x * (1.0 / std::numbers::sqrt2)).erf() + 1.0);
+  // Its derivative is computed from x alone (as PyTorch saves only the input): composed of
+  // primitives, autograd would also keep erf's result, a tensor the size of BERT's widest
+  // activation per layer.
+  auto cdf = [](const Tensor& v) { return ((v * (1.0 / std::numbers::sqrt2)).erf() + 1.0) * 0.5; };
+  Tensor out;
+  {
+    const NoGradGuard no_grad;
+    out = x * cdf(x);
+  }
+  if (!autograd::needs_grad({&x})) return out;
+  return autograd::record("gelu", out, {&x}, [cdf, saved = autograd::saved(x)](const Tensor& g) {
+    const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
+    const Tensor density = (saved * saved * -0.5).exp() * inv_sqrt_2pi;
+    return autograd::Gradients{g * (cdf(saved) + saved * density)};
+  });
 }
 
 void manual_seed(uint64_t seed) {
@@ -214,11 +228,22 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   if (p == 1) return x * 0.0;
   const GeneratorState draw = next_draw();
   ir::NodePtr v = trace::value_of(x, "dropout");
-  ir::NodePtr keep = ir::make_node(
-      ir::OpKind::Ge, DType::f64, v->shape,
-      {uniform_values(draw, v->shape, *v->device), trace::scalar(p, DType::f64, *v->device)});
-  const Tensor scale = trace::make_tensor(trace::cast(keep, v->dtype)) * (1.0 / (1.0 - p));
-  return x * scale;
+  // The mask is built afresh from the same draw in the backward pass rather than saved: the
+  // generator recomputes it inside the kernel that uses it, so no mask is ever stored.
+  auto mask = [draw, p, shape = v->shape, device = *v->device, dtype = v->dtype] {
+    ir::NodePtr keep =
+        ir::make_node(ir::OpKind::Ge, DType::f64, shape,
+                      {uniform_values(draw, shape, device), trace::scalar(p, DType::f64, device)});
+    return trace::make_tensor(trace::cast(keep, dtype)) * (1.0 / (1.0 - p));
+  };
+  Tensor out;
+  {
+    const NoGradGuard no_grad;
+    out = x * mask();
+  }
+  if (!autograd::needs_grad({&x})) return out;
+  return autograd::record("dropout", out, {&x},
+                          [mask](const Tensor& g) { return autograd::Gradients{g * mask()}; });
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

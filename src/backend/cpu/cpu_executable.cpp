@@ -366,6 +366,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
   exe->temp_bytes = plan.temp_bytes;
+  exe->temp_reuses = plan.temp_reuses;
   exe->temps_allocated_before.resize(plan.launches.size());
   exe->temps_freed_after.resize(plan.launches.size());
   for (uint32_t t = 0; t < plan.temp_bytes.size(); ++t) {
@@ -481,6 +482,15 @@ namespace {
 // Runs launches l .. l + row_group - 1 row block by row block: each block's rows go through
 // every launch of the group before the next block starts, so the rows the launches share are
 // read from memory once and from cache after that.
+// A temporary's buffer: the one it takes over (alive until the launch that writes it, which
+// is the last to read the other), or a new one.
+BufferPtr take_or_allocate(const CpuExecutable& exe, uint32_t t,
+                           const std::vector<BufferPtr>& temps,
+                           const std::function<BufferPtr(size_t)>& allocate) {
+  const int32_t donor = exe.temp_reuses[t];
+  return donor >= 0 ? temps[donor] : allocate(exe.temp_bytes[t]);
+}
+
 void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& args,
                    std::vector<void*>& slots, std::vector<BufferPtr>& temps, size_t first_temp,
                    ThreadPool& pool, const std::function<BufferPtr(size_t)>& allocate) {
@@ -494,7 +504,7 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
   for (size_t m = 0; m < count; ++m) {
     const size_t l = first + m;
     for (uint32_t t : exe.temps_allocated_before[l]) {
-      temps[t] = allocate(exe.temp_bytes[t]);
+      temps[t] = take_or_allocate(exe, t, temps, allocate);
       slots[first_temp + t] = temps[t]->data();
     }
     const Instance& inst = exe.launches[l].instances[0];
@@ -563,7 +573,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
   for (size_t l = 0; l < exe.launches.size(); ++l) {
     const Launch& launch = exe.launches[l];
     for (uint32_t t : exe.temps_allocated_before[l]) {
-      temps[t] = allocate(exe.temp_bytes[t]);
+      temps[t] = take_or_allocate(exe, t, temps, allocate);
       slots[first_temp + t] = temps[t]->data();
     }
     // Spans by kind (the timeline's answer to "GEMMs or the rest?"); free while not profiling.

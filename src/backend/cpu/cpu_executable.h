@@ -74,6 +74,7 @@ class CpuExecutable final : public Executable {
   // Temporaries (indices into temp_bytes) to allocate before and to free after each launch.
   std::vector<std::vector<uint32_t>> temps_allocated_before;
   std::vector<std::vector<uint32_t>> temps_freed_after;
+  std::vector<int32_t> temp_reuses;  // as ExecutionPlan::temp_reuses
   std::vector<Launch> launches;
 };
 
