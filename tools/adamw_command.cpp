@@ -19,25 +19,7 @@ namespace lt::tools {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::map<std::string, int64_t> counters() {
-  std::map<std::string, int64_t> out;
-  for (const auto& name : metrics::counter_names()) out[name] = metrics::counter_value(name);
-  return out;
-}
-
-int64_t delta(const std::map<std::string, int64_t>& after,
-              const std::map<std::string, int64_t>& before, const std::string& name) {
-  auto a = after.find(name);
-  auto b = before.find(name);
-  return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
-}
 
 void write_raw(const std::filesystem::path& path, const std::vector<float>& values) {
   std::ofstream out(path, std::ios::binary);
@@ -236,6 +218,23 @@ FreshKernelCache::~FreshKernelCache() {
   set_kernel_cache_dir(previous_);
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::map<std::string, int64_t> counters() {
+  std::map<std::string, int64_t> out;
+  for (const auto& name : metrics::counter_names()) out[name] = metrics::counter_value(name);
+  return out;
+}
+
+int64_t delta(const std::map<std::string, int64_t>& after,
+              const std::map<std::string, int64_t>& before, const std::string& name) {
+  auto a = after.find(name);
+  auto b = before.find(name);
+  return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
 }
 
 double median(std::vector<double> v) {

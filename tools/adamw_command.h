@@ -1,4 +1,5 @@
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -54,6 +55,13 @@ class FreshKernelCache {
 RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
                     const std::vector<models::ParameterSpec>& specs);
 double median(std::vector<double> values);
+// Shared by the commands' step loops.
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start);
+std::map<std::string, int64_t> counters();  // every counter's value now
+// A counter's growth from `before` to `after` (0 for one in neither).
+int64_t delta(const std::map<std::string, int64_t>& after,
+              const std::map<std::string, int64_t>& before, const std::string& name);
 
 // `lazytensor adamw`: HuggingFace AdamW steps over a model's parameter shapes.
 int run_adamw_command(const AdamWCommandOptions& options);

@@ -26,30 +26,12 @@ namespace lt::tools {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kCheckpointFormat = "lazytensor-train-checkpoint-1";
 constexpr const char* kExpAvg = "optimizer.exp_avg.";
 constexpr const char* kExpAvgSq = "optimizer.exp_avg_sq.";
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::map<std::string, int64_t> counters() {
-  std::map<std::string, int64_t> out;
-  for (const auto& name : metrics::counter_names()) out[name] = metrics::counter_value(name);
-  return out;
-}
-
-int64_t delta(const std::map<std::string, int64_t>& after,
-              const std::map<std::string, int64_t>& before, const std::string& name) {
-  auto a = after.find(name);
-  auto b = before.find(name);
-  return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
-}
 
 // Where `make models` put the pretrained files: $LT_MODELS_DIR, else the checkout's models/.
 fs::path models_dir() {
@@ -267,11 +249,12 @@ class Progress {
     std::string bar(filled, '#');
     bar.resize(kWidth, '.');
     const long eta = std::lround(eta_seconds);
+    char held[32] = "";
+    if (heldout) std::snprintf(held, sizeof held, " held-out %.4f", *heldout);
     std::fprintf(stderr, "%s[%s] %lld/%lld loss %.4f%s | %.0f tok/s | ETA %ld:%02ld   %s",
                  tty_ ? "\r" : "", bar.c_str(), static_cast<long long>(step),
-                 static_cast<long long>(total_), loss,
-                 heldout ? (" held-out " + std::to_string(*heldout).substr(0, 6)).c_str() : "",
-                 tokens_per_second, eta / 60, eta % 60, tty_ ? "" : "\n");
+                 static_cast<long long>(total_), loss, held, tokens_per_second, eta / 60, eta % 60,
+                 tty_ ? "" : "\n");
     std::fflush(stderr);
   }
   void finish() {

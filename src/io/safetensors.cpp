@@ -56,8 +56,14 @@ std::string tensor_label(const std::string& name) {
   return "tensor '" + name + "'";
 }
 
+// Appended piece by piece: "[" + std::to_string(...) trips GCC 12's -Wrestrict false positive.
 std::string offsets_str(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  std::string out = "[";
+  out += std::to_string(begin);
+  out += ", ";
+  out += std::to_string(end);
+  out += "]";
+  return out;
 }
 
 // For a failed system call: adds errno's description.
