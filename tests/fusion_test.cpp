@@ -386,7 +386,6 @@ TEST_F(FusionTest, InPlaceUpdateOfAValueReadByOtherKernels) {
   const Tensor total = p.sum();
   p.add_(1.0);
   lt::mark_step();
-  EXPECT_EQ(lt::last_step_stats().donated_buffers, 0);
   std::vector<double> want_broadcast(bv.size());
   double want_total = 0, magnitude = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -402,6 +401,31 @@ TEST_F(FusionTest, InPlaceUpdateOfAValueReadByOtherKernels) {
   expect_close(broadcast.to_vector<double>(), want_broadcast, kF32);
   expect_sum_close(total.item(), want_total, magnitude);
   expect_close(p.to_vector<double>(), bumped, kF32);
+}
+
+// An update that runs after every other reader of the old value (a parameter read by the
+// forward pass, then stepped by an update that depends on the loss) writes over its buffer.
+TEST_F(FusionTest, UpdateAfterTheLastOtherReaderTakesTheBuffer) {
+  const int64_t n = 5001;
+  const std::vector<float> pv = values(n);
+  const std::vector<float> xv = values(n);
+  Tensor p = lt::from_vector(pv, {n});
+  const Tensor x = lt::from_vector(xv, {n});
+  settle();
+
+  const Tensor loss = (p * x).sum();  // reads p; the update below waits for it
+  p.sub_(x * loss * 1e-3);
+  lt::mark_step();
+  EXPECT_EQ(lt::last_step_stats().donated_buffers, 1);
+  double want_loss = 0, magnitude = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    want_loss += static_cast<double>(pv[k]) * xv[k];
+    magnitude += std::abs(static_cast<double>(pv[k]) * xv[k]);
+  }
+  expect_sum_close(loss.item(), want_loss, magnitude);
+  std::vector<double> want(n);
+  for (int64_t k = 0; k < n; ++k) want[k] = pv[k] - xv[k] * loss.item() * 1e-3;
+  expect_close(p.to_vector<double>(), want, kF32);
 }
 
 TEST_F(FusionTest, OldValueCapturedByAPendingOpSurvivesTheUpdate) {

@@ -30,6 +30,23 @@ std::vector<int64_t> reduced_rows(const ExecutionPlan& plan, const PlannedLaunch
   return rows;
 }
 
+// Whether a kernel reading `node` reads its storage element for element: the node is no view,
+// or a view of all of its storage with contiguous strides (a reshape).
+bool reads_storage_in_order(const ir::Graph& graph, uint32_t node) {
+  const ir::Node& value = graph.node(node);
+  if (!ir::is_view(value.op)) return true;
+  if (value.view_offset() != 0 ||
+      value.shape.numel() != graph.node(graph.operand(node, 0)).shape.numel()) {
+    return false;
+  }
+  int64_t stride = 1;
+  for (int d = value.shape.rank() - 1; d >= 0; --d) {
+    if (value.shape[d] != 1 && value.view_stride(d) != stride) return false;
+    stride *= value.shape[d];
+  }
+  return true;
+}
+
 bool starts_with(const Shape& shape, const std::vector<int64_t>& prefix) {
   if (shape.rank() < static_cast<int>(prefix.size())) return false;
   return std::equal(prefix.begin(), prefix.end(), shape.begin());
@@ -160,18 +177,18 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
 
   if (options.row_groups) group_rows(graph, plan);
 
-  // Slots in execution order, who reads each input and writes each output, and when each
-  // temporary is first written and last read.
+  // Slots in execution order, who writes each output, and when each temporary is first
+  // written and last read.
   const int first_temp = plan.num_inputs + plan.num_outputs;
-  std::vector<int> reads(plan.num_inputs, 0);
   std::vector<int32_t> writer(plan.num_outputs, -1);  // kernel index
+  std::vector<uint32_t> launch_of_kernel(plan.kernels.size(), 0);
   for (uint32_t l = 0; l < plan.launches.size(); ++l) {
     current_launch = l;
     for (uint32_t k : plan.launches[l].kernels) {
+      launch_of_kernel[k] = l;
       const Kernel& kernel = plan.kernels[k];
       for (uint32_t node : kernel.input_nodes) {
         const int slot = slot_for(storage_node(graph, node));
-        if (slot < plan.num_inputs) ++reads[slot];
         if (slot >= first_temp) plan.temp_last_launch[slot - first_temp] = l;
       }
       for (uint32_t node : kernel.output_nodes) {
@@ -182,17 +199,59 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
       }
     }
   }
-
-  // Temporaries written over dying ones. A temporary read through any other node (a view of
-  // it, or a second kernel) is read in another order or later, so it is never taken over.
-  const size_t num_temps = plan.temp_bytes.size();
-  std::vector<int> temp_reads(num_temps, 0);
-  for (const Kernel& kernel : plan.kernels) {
-    for (uint32_t node : kernel.input_nodes) {
+  // The launches of a row group run interleaved, row block by row block: for ordering they
+  // count as one, from the group's first launch to its last.
+  std::vector<uint32_t> group_first(plan.launches.size()), group_last(plan.launches.size());
+  for (uint32_t l = 0; l < plan.launches.size();) {
+    const uint32_t count = std::max<uint32_t>(1, plan.launches[l].row_group);
+    for (uint32_t m = l; m < l + count; ++m) {
+      group_first[m] = l;
+      group_last[m] = l + count - 1;
+    }
+    l += count;
+  }
+  std::vector<uint32_t> temp_node(plan.temp_bytes.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    if (plan.slot_of[i] >= first_temp) temp_node[plan.slot_of[i] - first_temp] = i;
+  }
+  auto node_in_slot = [&](int slot) { return temp_node[slot - first_temp]; };
+  // Per slot, the kernels that read it (through views too).
+  std::vector<std::vector<uint32_t>> readers(plan.temp_bytes.size() + first_temp);
+  for (uint32_t k = 0; k < plan.kernels.size(); ++k) {
+    for (uint32_t node : plan.kernels[k].input_nodes) {
       const int slot = plan.slot_of[storage_node(graph, node)];
-      if (slot >= first_temp) ++temp_reads[slot - first_temp];
+      if (slot >= 0 && (readers[slot].empty() || readers[slot].back() != k)) {
+        readers[slot].push_back(k);
+      }
     }
   }
+  // Whether elementwise kernel k may write its output (of `out`'s dtype and size) over the
+  // buffer of input slot `slot` (node `in`): k reads it element for element and never through
+  // a view, and every other reader has finished before k's launch (or row group) starts. A
+  // kernel reads an input element for element exactly when the input has as many elements as
+  // the iteration space (it broadcasts to it, so no dim is expanded).
+  auto may_overwrite = [&](uint32_t k, int slot, const ir::Node& out) {
+    const Kernel& kernel = plan.kernels[k];
+    const ir::Node& in = graph.node(slot < first_temp ? graph.inputs[slot] : node_in_slot(slot));
+    if (in.dtype != out.dtype || in.shape.numel() != out.shape.numel() ||
+        in.shape.numel() != kernel.iteration_shape.numel()) {
+      return false;
+    }
+    for (uint32_t node : kernel.input_nodes) {
+      if (plan.slot_of[storage_node(graph, node)] == slot && !reads_storage_in_order(graph, node)) {
+        return false;
+      }
+    }
+    const uint32_t start = group_first[launch_of_kernel[k]];
+    for (uint32_t other : readers[slot]) {
+      if (other != k && group_last[launch_of_kernel[other]] >= start) return false;
+    }
+    return true;
+  };
+
+  // Temporaries written over dying ones: the bias added to a GEMM's result, a gradient
+  // scaled by clipping, a loss gradient over the logits it is computed from.
+  const size_t num_temps = plan.temp_bytes.size();
   plan.temp_reuses.assign(num_temps, -1);
   std::vector<char> taken(num_temps, 0);
   for (uint32_t l = 0; l < plan.launches.size(); ++l) {
@@ -202,17 +261,11 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
       for (uint32_t out_node : kernel.output_nodes) {
         const int out_slot = plan.slot_of[out_node];
         if (out_slot < first_temp) continue;
-        const ir::Node& out = graph.node(out_node);
         for (uint32_t node : kernel.input_nodes) {
-          const int slot = plan.slot_of[node];
-          if (ir::is_view(graph.node(node).op) || slot < first_temp || slot == out_slot) continue;
+          const int slot = plan.slot_of[storage_node(graph, node)];
+          if (slot < first_temp || slot == out_slot) continue;
           const size_t t = static_cast<size_t>(slot - first_temp);
-          const ir::Node& in = graph.node(node);
-          if (taken[t] || temp_reads[t] != 1 || plan.temp_last_launch[t] != l ||
-              in.dtype != out.dtype || in.shape.numel() != out.shape.numel() ||
-              in.shape.numel() != kernel.iteration_shape.numel()) {
-            continue;
-          }
+          if (taken[t] || !may_overwrite(k, slot, graph.node(out_node))) continue;
           taken[t] = 1;
           plan.temp_reuses[out_slot - first_temp] = static_cast<int32_t>(t);
           break;
@@ -221,8 +274,8 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     }
   }
 
-  // An elementwise kernel reads an input element for element exactly when the input has as
-  // many elements as the iteration space (it broadcasts to it, so no dim is expanded).
+  // Graph outputs that may take over an input's buffer (a parameter updated by the optimizer
+  // that the forward and backward passes read before).
   plan.donation_candidates.resize(plan.num_outputs);
   for (int o = 0; o < plan.num_outputs; ++o) {
     if (writer[o] < 0) continue;
@@ -230,14 +283,9 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
     const ir::Node& out = graph.node(graph.outputs[o]);
     for (uint32_t node : kernel.input_nodes) {
-      if (ir::is_view(graph.node(node).op)) continue;  // read in another order
-      const int slot = plan.slot_of[node];
-      if (slot >= plan.num_inputs || reads[slot] != 1) continue;
-      const ir::Node& in = graph.node(node);
-      if (in.shape.numel() == kernel.iteration_shape.numel() && in.dtype == out.dtype &&
-          in.shape.numel() == out.shape.numel()) {
-        plan.donation_candidates[o].push_back(slot);
-      }
+      const int slot = plan.slot_of[storage_node(graph, node)];
+      if (slot >= plan.num_inputs) continue;
+      if (may_overwrite(writer[o], slot, out)) plan.donation_candidates[o].push_back(slot);
     }
   }
   return plan;

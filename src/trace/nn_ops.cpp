@@ -59,21 +59,43 @@ Tensor erf(const Tensor& x) {
   return x.erf();
 }
 
+// softmax, log_softmax, layer_norm and cross_entropy record one backward function each
+// instead of composing their primitives' derivatives: composed, autograd would keep every
+// intermediate (the exponentials, the centered input) from the forward pass to the backward
+// one. These keep what PyTorch's kernels keep: the output, or the input and per-row
+// statistics.
 Tensor Tensor::softmax(int dim) const {
   const runtime::TraceScope scope("softmax");
   check_floating("softmax", *this);
   const int d = normalize_dim("softmax", dim, this->dim());
-  const Tensor e = shifted(*this, d).exp();
-  return e / e.sum({d}, /*keepdim=*/true);
+  Tensor y;
+  {
+    const NoGradGuard no_grad;
+    const Tensor e = shifted(*this, d).exp();
+    y = e / e.sum({d}, /*keepdim=*/true);
+  }
+  if (!autograd::needs_grad({this})) return y;
+  return autograd::record("softmax", y, {this}, [d, y = autograd::saved(y)](const Tensor& g) {
+    return autograd::Gradients{y * (g - (g * y).sum({d}, /*keepdim=*/true))};
+  });
 }
 
 Tensor Tensor::log_softmax(int dim) const {
   const runtime::TraceScope scope("log_softmax");
   check_floating("log_softmax", *this);
   const int d = normalize_dim("log_softmax", dim, this->dim());
-  const Tensor s = shifted(*this, d);
-  // The sum includes exp(0) = 1 for the maximum, so the log never sees 0.
-  return s - s.exp().sum({d}, /*keepdim=*/true).log();
+  Tensor out;
+  {
+    const NoGradGuard no_grad;
+    const Tensor s = shifted(*this, d);
+    // The sum includes exp(0) = 1 for the maximum, so the log never sees 0.
+    out = s - s.exp().sum({d}, /*keepdim=*/true).log();
+  }
+  if (!autograd::needs_grad({this})) return out;
+  return autograd::record("log_softmax", out, {this},
+                          [d, out = autograd::saved(out)](const Tensor& g) {
+                            return autograd::Gradients{g - out.exp() * g.sum({d}, true)};
+                          });
 }
 
 Tensor softmax(const Tensor& x, int dim) {
@@ -120,14 +142,43 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
                   p->shape().str());
     }
   }
-  std::vector<int> dims;
+  std::vector<int> dims, leading;
   for (int k = 0; k < n; ++k) dims.push_back(s.rank() - n + k);
-  const Tensor centered = x - x.mean(dims, /*keepdim=*/true);
-  const Tensor variance = (centered * centered).mean(dims, /*keepdim=*/true);
-  Tensor y = centered * (variance + eps).rsqrt();
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  for (int k = 0; k < s.rank() - n; ++k) leading.push_back(k);
+  Tensor y, mean, rstd;
+  {
+    const NoGradGuard no_grad;
+    mean = x.mean(dims, /*keepdim=*/true);
+    const Tensor centered = x - mean;
+    rstd = ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
+    y = centered * rstd;
+    if (weight.defined()) y = y * weight;
+    if (bias.defined()) y = y + bias;
+  }
+  std::vector<Tensor> inputs{x};
+  if (weight.defined()) inputs.push_back(weight);
+  if (bias.defined()) inputs.push_back(bias);
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || autograd::needs_grad({&t});
+  if (!any) return y;
+  // Saved: the input and the per-row mean and 1/std, as PyTorch's kernel saves; the normalized
+  // input is recomputed inside the backward kernels.
+  return autograd::record(
+      "layer_norm", y, inputs,
+      [dims, leading, x = autograd::saved(x), mean = autograd::saved(mean),
+       rstd = autograd::saved(rstd), w = weight.defined() ? autograd::saved(weight) : Tensor(),
+       has_bias = bias.defined()](const Tensor& g) {
+        const Tensor xhat = (x - mean) * rstd;
+        const Tensor gx = w.defined() ? g * w : g;
+        autograd::Gradients grads{(gx - gx.mean(dims, /*keepdim=*/true) -
+                                   xhat * (gx * xhat).mean(dims, /*keepdim=*/true)) *
+                                  rstd};
+        // Over the rows: the sums that give the weight's and the bias's gradients.
+        auto over_rows = [&](const Tensor& t) { return leading.empty() ? t : t.sum(leading); };
+        if (w.defined()) grads.push_back(over_rows(g * xhat));
+        if (has_bias) grads.push_back(over_rows(g));
+        return grads;
+      });
 }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
@@ -268,11 +319,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const Tensor tg = single ? targets.unsqueeze(0) : targets;
   const int64_t classes = lg.shape()[1];
   const DType dtype = lg.dtype();
-  const Tensor log_probs = lg.log_softmax(1);
-  // The target's log-probability, picked by comparing ids with each class's position. The
-  // one-hot [N, C] is built afresh in the forward and in the backward pass, so each is fused
-  // into the kernel that reads it: shared, it would be stored ([1024, 30522] f32 is 125 MB for
-  // BERT's MLM head) and held from the forward pass to the backward one.
+  // The target's logit, picked by comparing ids with each class's position. The one-hot
+  // [N, C] is built afresh in the forward and in the backward pass, so each is fused into the
+  // kernel that reads it: shared, it would be stored ([1024, 30522] f32 is 125 MB for BERT's
+  // MLM head) and held from the forward pass to the backward one.
   const Tensor ids = tg.to(DType::f64).unsqueeze(1);
   const Device device = lg.device();
   auto one_hot = [classes, dtype, device](const Tensor& class_ids) {
@@ -282,19 +332,28 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         .eq(class_ids)
         .to(dtype);
   };
-  Tensor picked;
+  // Per row: the max, the log of the sum of exp(logit - max), and nll = log_sum - (logit of
+  // the target - max). The logits minus their max are not stored (each reduction computes
+  // them again), and the backward pass keeps only the logits and the two statistics: the
+  // gradient over the logits is then written over them.
+  Tensor nll, max, log_sum;
   {
     const NoGradGuard no_grad;
-    picked = (log_probs * one_hot(ids)).sum({1});
+    max = lg.max({1}, /*keepdim=*/true);
+    log_sum = (lg - max).exp().sum({1}, /*keepdim=*/true).log();
+    nll = log_sum.squeeze(1) - ((lg * one_hot(ids)).sum({1}) - max.squeeze(1));
   }
-  if (autograd::needs_grad({&log_probs})) {
-    picked = autograd::record("cross_entropy", picked, {&log_probs},
-                              [ids = autograd::saved(ids), one_hot](const Tensor& g) {
-                                return autograd::Gradients{g.unsqueeze(1) * one_hot(ids)};
-                              });
+  if (autograd::needs_grad({&lg})) {
+    nll = autograd::record(
+        "cross_entropy", nll, {&lg},
+        [logits = autograd::saved(lg), max = autograd::saved(max),
+         log_sum = autograd::saved(log_sum), ids = autograd::saved(ids), one_hot](const Tensor& g) {
+          const Tensor probs = ((logits - max) - log_sum).exp();
+          return autograd::Gradients{g.unsqueeze(1) * (probs - one_hot(ids))};
+        });
   }
   const Tensor valid = tg.to(DType::f64).ne(static_cast<double>(ignore_index)).to(dtype);
-  const Tensor losses = picked.neg() * valid;
+  const Tensor losses = nll * valid;
   switch (reduction) {
     case Reduction::none:
       return single ? losses.squeeze(0) : losses;
