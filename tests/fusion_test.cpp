@@ -403,6 +403,30 @@ TEST_F(FusionTest, InPlaceUpdateOfAValueReadByOtherKernels) {
   expect_close(p.to_vector<double>(), bumped, kF32);
 }
 
+// Temporaries live in one arena packed from their lifetimes: in a chain of products each
+// result dies when the next is written, so four of them need two results' memory, and the
+// values are those of products run one step at a time.
+TEST_F(FusionTest, TemporariesWhoseLifetimesDoNotOverlapShareMemory) {
+  const int64_t n = 128;
+  const Tensor x = lt::from_vector(values(n * n), {n, n});
+  const Tensor w = lt::from_vector(values(n * n, -0.1, 0.1), {n, n});
+  settle();
+  Tensor chained = x;
+  for (int k = 0; k < 5; ++k) chained = lt::matmul(chained, w);
+  const Tensor total = chained.sum();
+  lt::mark_step();
+  const int64_t bytes = n * n * 4;
+  EXPECT_EQ(lt::last_step_stats().temporary_bytes, 2 * bytes);
+
+  Tensor stepwise = x;
+  for (int k = 0; k < 5; ++k) {
+    stepwise = lt::matmul(stepwise, w);
+    lt::mark_step();
+  }
+  EXPECT_EQ(chained.to_vector(), stepwise.to_vector());
+  EXPECT_EQ(total.item(), stepwise.sum().item());
+}
+
 // An update that runs after every other reader of the old value (a parameter read by the
 // forward pass, then stepped by an update that depends on the loss) writes over its buffer.
 TEST_F(FusionTest, UpdateAfterTheLastOtherReaderTakesTheBuffer) {

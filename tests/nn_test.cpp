@@ -239,6 +239,28 @@ TEST_F(RowGroups, SoftmaxLayerNormAndCrossEntropyRunRowBlocksWithTheSameValues) 
   }
 }
 
+class Memory : public lt_test::EngineTest {};
+
+// cross_entropy keeps the logits and two numbers per row for its backward pass, and the
+// gradient over the logits is written over them: the step's temporaries are one logits'
+// worth (composed of primitives it held the shifted logits and their exponentials too).
+TEST_F(Memory, CrossEntropyGradientTakesTheLogitsBuffer) {
+  const int64_t n = 256, classes = 2048, width = 16;
+  const Tensor hidden = lt::from_vector(values(n * width), {n, width}).requires_grad_();
+  const Tensor weight = lt::from_vector(values(classes * width), {classes, width}).requires_grad_();
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(i * 7919 % classes);
+  const Tensor targets = lt::from_vector(ids, {n});
+  lt::mark_step();
+  const Tensor loss = lt::cross_entropy(lt::matmul(hidden, weight.t()), targets);
+  loss.backward();
+  lt::mark_step();
+  const int64_t logits_bytes = n * classes * 4;
+  EXPECT_GE(lt::last_step_stats().temporary_bytes, logits_bytes);
+  EXPECT_LE(lt::last_step_stats().temporary_bytes, logits_bytes + logits_bytes / 8);
+  EXPECT_TRUE(std::isfinite(loss.item()));
+}
+
 class Views : public lt_test::EngineTest {};
 
 // Every view op gives a new value (even a transpose of a vector), and ops whose results are

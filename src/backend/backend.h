@@ -21,11 +21,12 @@ class Executable {
  public:
   virtual ~Executable() = default;
   // For each graph output, the graph inputs whose buffers may receive it: same size, read
-  // only by the kernel that writes the output, at the element it writes. The executor picks
-  // one whose buffer nothing else holds (buffer donation).
+  // by the kernel that writes the output at the element it writes and by no kernel after it.
+  // The executor picks one whose buffer nothing else holds (buffer donation).
   std::vector<std::vector<int>> donation_candidates;
   int64_t num_kernels = 0;
   int64_t num_launches = 0;
+  int64_t temporary_bytes = 0;  // device memory for the temporaries while it runs
 };
 
 // What the runtime hands a backend's compiler: the backend reads no settings of its own.

@@ -39,6 +39,12 @@ struct ExecutionPlan {
   // and dtype, reading it element for element, writes its output over it (the bias added to a
   // GEMM's result, a gradient scaled by clipping): one buffer instead of two.
   std::vector<int32_t> temp_reuses;
+  // All temporaries live in one arena of arena_bytes, temporary t at temp_offset[t]: a step
+  // needs one allocation, and the same arena serves every step. Temporaries whose lifetimes
+  // overlap never share bytes (one that takes over another shares its offset), so the arena
+  // is the step's peak of live temporaries plus what packing them loses.
+  std::vector<size_t> temp_offset;
+  size_t arena_bytes = 0;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read
@@ -48,5 +54,8 @@ struct ExecutionPlan {
 };
 
 ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options);
+
+// Where each temporary starts in the arena, and the arena's size.
+constexpr size_t kArenaAlignment = 64;  // a cache line: each temporary starts on its own
 
 }  // namespace lt::compiler

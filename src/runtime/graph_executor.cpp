@@ -233,6 +233,7 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
     stats.scalar_args += static_cast<int64_t>(g.graph.scalars.size());
     stats.kernels += g.executable->num_kernels;
     stats.launches += g.executable->num_launches;
+    stats.temporary_bytes += g.executable->temporary_bytes;
     stats.cache_hit = stats.cache_hit && !g.compiled;
     compiles_now += g.compiled ? 1 : 0;
     compile_seconds += g.compile_seconds;

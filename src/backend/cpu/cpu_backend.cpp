@@ -88,7 +88,29 @@ class BlockCache {
     }
     std::free(block);
   }
-  // Frees every cached block (before giving up on an allocation).
+  // The arena kept for the next execution's temporaries, if one of at least `bytes` is kept
+  // (executions run one at a time on the stream, so one arena is enough: the largest one
+  // asked for, which serves the smaller graphs too). Null otherwise, having freed a kept
+  // arena that is too small.
+  std::pair<void*, size_t> take_arena(size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    std::pair<void*, size_t> arena = arena_;
+    arena_ = {nullptr, 0};
+    if (arena.second >= bytes) return arena;
+    std::free(arena.first);
+    return {nullptr, 0};
+  }
+  // Keeps `block` as the arena for later executions, unless a larger one is kept.
+  void give_arena(void* block, size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (bytes < arena_.second) {
+      std::free(block);
+      return;
+    }
+    std::free(arena_.first);
+    arena_ = {block, bytes};
+  }
+  // Frees every cached block and the kept arena (before giving up on an allocation).
   void release() {
     const std::lock_guard<std::mutex> lock(mu_);
     for (auto& [bytes, list] : blocks_) {
@@ -96,6 +118,8 @@ class BlockCache {
     }
     blocks_.clear();
     cached_bytes_ = 0;
+    std::free(arena_.first);
+    arena_ = {nullptr, 0};
   }
 
  private:
@@ -103,6 +127,7 @@ class BlockCache {
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> blocks_;
   size_t cached_bytes_ = 0;
+  std::pair<void*, size_t> arena_{nullptr, 0};
 };
 
 int thread_count() {
@@ -127,39 +152,33 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu:" + std::to_string(index_); }
 
   BufferPtr allocate(size_t bytes) override {
-    const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-    const int64_t limit = memory_capacity();
-    if (bytes_in_use_.load() + static_cast<int64_t>(rounded) > limit) {
-      throw_out_of_memory(bytes, std::max<int64_t>(0, limit - bytes_in_use_.load()));
-    }
-    // Overcommit would let a huge request "succeed" and fail later on first touch; ask first.
-    if (rounded > (size_t{64} << 20)) {
-      if (static_cast<int64_t>(rounded) > available_memory()) cache_.release();
-      const int64_t free = available_memory();
-      if (static_cast<int64_t>(rounded) > free) throw_out_of_memory(bytes, free);
-    }
+    const size_t rounded = round_up(bytes);
+    check_capacity(bytes, rounded);
     static metrics::Counter& reused = metrics::counter("DeviceAllocationReused");
     void* data = cache_.take(rounded);
     if (data) {
       reused.add();
     } else {
-      data = std::aligned_alloc(kAlignment, rounded);
-      if (!data) {
-        cache_.release();
-        data = std::aligned_alloc(kAlignment, rounded);
-      }
-      if (!data) throw_out_of_memory(bytes, available_memory());
+      data = allocate_block(bytes, rounded);
     }
-    const int64_t in_use = bytes_in_use_.fetch_add(rounded) + static_cast<int64_t>(rounded);
-    int64_t peak = peak_bytes_.load();
-    while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
+    return track(data, bytes, rounded, [this](void* p, size_t size) { cache_.give(p, size); });
+  }
+
+  // The arena for an execution's temporaries: the kept one when it is large enough (and fits
+  // under the memory limit as it is), else a new one.
+  BufferPtr take_arena(size_t bytes) {
+    const size_t rounded = round_up(bytes);
+    check_capacity(bytes, rounded);
+    auto [data, size] = cache_.take_arena(rounded);
+    if (data && bytes_in_use_.load() + static_cast<int64_t>(size) > memory_capacity()) {
+      std::free(data);
+      data = nullptr;
     }
-    allocations_.fetch_add(1);
-    metrics::counter("DeviceAllocation").add();
-    return std::make_shared<Buffer>(data, bytes, [this, rounded](void* p, size_t) {
-      cache_.give(p, rounded);
-      bytes_in_use_.fetch_sub(static_cast<int64_t>(rounded));
-    });
+    if (!data) {
+      size = rounded;
+      data = allocate_block(bytes, rounded);
+    }
+    return track(data, bytes, size, [this](void* p, size_t n) { cache_.give_arena(p, n); });
   }
 
   void transfer_to_device(const BufferPtr& dst, const void* src, size_t bytes,
@@ -232,7 +251,7 @@ class CpuBackend final : public Backend {
         for (const BufferPtr& input : args.inputs) {
           if (input->failed()) throw Error("an input failed: " + input->error());
         }
-        run_executable(*exe, args, pool_, [this](size_t bytes) { return allocate(bytes); });
+        run_executable(*exe, args, pool_, [this](size_t bytes) { return take_arena(bytes); });
       } catch (const std::exception& e) {
         const std::string message = "step " + std::to_string(args.step) + " failed: " + e.what();
         for (const BufferPtr& output : args.outputs) output->set_error(message);
@@ -273,6 +292,52 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  static size_t round_up(size_t bytes) {
+    return std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  }
+
+  void check_capacity(size_t bytes, size_t rounded) const {
+    const int64_t limit = memory_capacity();
+    if (bytes_in_use_.load() + static_cast<int64_t>(rounded) > limit) {
+      throw_out_of_memory(bytes, std::max<int64_t>(0, limit - bytes_in_use_.load()));
+    }
+  }
+
+  // A new block of `rounded` bytes for a request of `bytes`, within the device memory limit.
+  void* allocate_block(size_t bytes, size_t rounded) {
+    check_capacity(bytes, rounded);
+    // Overcommit would let a huge request "succeed" and fail later on first touch; ask first.
+    if (rounded > (size_t{64} << 20)) {
+      if (static_cast<int64_t>(rounded) > available_memory()) cache_.release();
+      const int64_t free = available_memory();
+      if (static_cast<int64_t>(rounded) > free) throw_out_of_memory(bytes, free);
+    }
+    void* data = std::aligned_alloc(kAlignment, rounded);
+    if (!data) {
+      cache_.release();
+      data = std::aligned_alloc(kAlignment, rounded);
+    }
+    if (!data) throw_out_of_memory(bytes, available_memory());
+    return data;
+  }
+
+  // Counts `rounded` bytes in use until the buffer dies, then hands the block to `keep`.
+  BufferPtr track(void* data, size_t bytes, size_t rounded,
+                  std::function<void(void*, size_t)> keep) {
+    const int64_t in_use =
+        bytes_in_use_.fetch_add(static_cast<int64_t>(rounded)) + static_cast<int64_t>(rounded);
+    int64_t peak = peak_bytes_.load();
+    while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
+    }
+    allocations_.fetch_add(1);
+    metrics::counter("DeviceAllocation").add();
+    return std::make_shared<Buffer>(data, bytes,
+                                    [this, rounded, keep = std::move(keep)](void* p, size_t) {
+                                      keep(p, rounded);
+                                      bytes_in_use_.fetch_sub(static_cast<int64_t>(rounded));
+                                    });
+  }
+
   [[noreturn]] static void throw_out_of_memory(size_t bytes, int64_t free) {
     throw Error("allocate: cannot allocate " + std::to_string(bytes) + " bytes of device memory (" +
                 std::to_string(free) + " bytes free)");

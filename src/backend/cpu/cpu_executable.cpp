@@ -365,14 +365,9 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
   exe->num_kernels = static_cast<int64_t>(plan.kernels.size());
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
-  exe->temp_bytes = plan.temp_bytes;
-  exe->temp_reuses = plan.temp_reuses;
-  exe->temps_allocated_before.resize(plan.launches.size());
-  exe->temps_freed_after.resize(plan.launches.size());
-  for (uint32_t t = 0; t < plan.temp_bytes.size(); ++t) {
-    exe->temps_allocated_before[plan.temp_first_launch[t]].push_back(t);
-    exe->temps_freed_after[plan.temp_last_launch[t]].push_back(t);
-  }
+  exe->temp_offset = plan.temp_offset;
+  exe->arena_bytes = plan.arena_bytes;
+  exe->temporary_bytes = static_cast<int64_t>(plan.arena_bytes);
   exe->donation_candidates = plan.donation_candidates;
 
   std::vector<const compiler::KernelProgram*> programs;
@@ -482,18 +477,8 @@ namespace {
 // Runs launches l .. l + row_group - 1 row block by row block: each block's rows go through
 // every launch of the group before the next block starts, so the rows the launches share are
 // read from memory once and from cache after that.
-// A temporary's buffer: the one it takes over (alive until the launch that writes it, which
-// is the last to read the other), or a new one.
-BufferPtr take_or_allocate(const CpuExecutable& exe, uint32_t t,
-                           const std::vector<BufferPtr>& temps,
-                           const std::function<BufferPtr(size_t)>& allocate) {
-  const int32_t donor = exe.temp_reuses[t];
-  return donor >= 0 ? temps[donor] : allocate(exe.temp_bytes[t]);
-}
-
 void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& args,
-                   std::vector<void*>& slots, std::vector<BufferPtr>& temps, size_t first_temp,
-                   ThreadPool& pool, const std::function<BufferPtr(size_t)>& allocate) {
+                   std::vector<void*>& slots, ThreadPool& pool) {
   static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
   static metrics::Counter& row_groups = metrics::counter("RowGroupLaunch");
   row_groups.add();
@@ -502,12 +487,7 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
   std::vector<std::vector<double>> scalars(count);
   int64_t widest_row = 1;
   for (size_t m = 0; m < count; ++m) {
-    const size_t l = first + m;
-    for (uint32_t t : exe.temps_allocated_before[l]) {
-      temps[t] = take_or_allocate(exe, t, temps, allocate);
-      slots[first_temp + t] = temps[t]->data();
-    }
-    const Instance& inst = exe.launches[l].instances[0];
+    const Instance& inst = exe.launches[first + m].instances[0];
     for (uint32_t s : inst.scalar_args) scalars[m].push_back(args.scalars[s]);
     widest_row = std::max(widest_row, inst.numel / rows);
   }
@@ -534,10 +514,7 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
       }
     }
   });
-  for (size_t m = 0; m < count; ++m) {
-    if (interpreted.load()) interpreted_launches.add();
-    for (uint32_t t : exe.temps_freed_after[first + m]) temps[t].reset();
-  }
+  if (interpreted.load()) interpreted_launches.add(static_cast<int64_t>(count));
 }
 
 const char* launch_kind(const Launch& launch) {
@@ -560,31 +537,30 @@ const char* launch_kind(const Launch& launch) {
 }  // namespace
 
 void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadPool& pool,
-                    const std::function<BufferPtr(size_t)>& allocate) {
+                    const std::function<BufferPtr(size_t)>& take_arena) {
   static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
-  std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_bytes.size());
+  std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_offset.size());
   for (int i = 0; i < exe.num_inputs; ++i) slots[i] = args.inputs[i]->data();
   for (int i = 0; i < exe.num_outputs; ++i) slots[exe.num_inputs + i] = args.outputs[i]->data();
-  std::vector<BufferPtr> temps(exe.temp_bytes.size());
+  const BufferPtr arena = exe.arena_bytes > 0 ? take_arena(exe.arena_bytes) : nullptr;
   const size_t first_temp = static_cast<size_t>(exe.num_inputs + exe.num_outputs);
+  // Without an arena every temporary is empty (no elements): its slot is never read.
+  for (size_t t = 0; arena && t < exe.temp_offset.size(); ++t) {
+    slots[first_temp + t] = static_cast<char*>(arena->data()) + exe.temp_offset[t];
+  }
 
   std::vector<double> scalars;
   std::vector<double> partials;
   for (size_t l = 0; l < exe.launches.size(); ++l) {
     const Launch& launch = exe.launches[l];
-    for (uint32_t t : exe.temps_allocated_before[l]) {
-      temps[t] = take_or_allocate(exe, t, temps, allocate);
-      slots[first_temp + t] = temps[t]->data();
-    }
     // Spans by kind (the timeline's answer to "GEMMs or the rest?"); free while not profiling.
     const profiler::Scope span(launch_kind(launch), "launch");
     if (launch.opaque) {
       run_opaque_op(*launch.opaque, slots, pool);
-      for (uint32_t t : exe.temps_freed_after[l]) temps[t].reset();
       continue;
     }
     if (launch.row_group > 1) {
-      run_row_group(exe, l, args, slots, temps, first_temp, pool, allocate);
+      run_row_group(exe, l, args, slots, pool);
       l += launch.row_group - 1;
       continue;
     }
@@ -630,7 +606,6 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
               finalize(launch.reduce, acc[i], inst.inner));
       }
     }
-    for (uint32_t t : exe.temps_freed_after[l]) temps[t].reset();
   }
 }
 

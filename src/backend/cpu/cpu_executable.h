@@ -70,19 +70,17 @@ class CpuExecutable final : public Executable {
   // Buffer slots: graph inputs, then graph outputs, then temporaries.
   int num_inputs = 0;
   int num_outputs = 0;
-  std::vector<size_t> temp_bytes;
-  // Temporaries (indices into temp_bytes) to allocate before and to free after each launch.
-  std::vector<std::vector<uint32_t>> temps_allocated_before;
-  std::vector<std::vector<uint32_t>> temps_freed_after;
-  std::vector<int32_t> temp_reuses;  // as ExecutionPlan::temp_reuses
+  // Temporaries: where each starts in the arena, and the arena's size (ExecutionPlan).
+  std::vector<size_t> temp_offset;
+  size_t arena_bytes = 0;
   std::vector<Launch> launches;
 };
 
 std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
                                                 const CompileOptions& options);
 
-// Runs every launch in order on the pool. `allocate` provides temporaries.
+// Runs every launch in order on the pool, the temporaries in an arena from `take_arena`.
 void run_executable(const CpuExecutable& executable, const ExecutionArgs& args, ThreadPool& pool,
-                    const std::function<BufferPtr(size_t)>& allocate);
+                    const std::function<BufferPtr(size_t)>& take_arena);
 
 }  // namespace lt::backend::cpu
