@@ -35,27 +35,29 @@ struct ExecutionPlan {
   std::vector<uint32_t> temp_first_launch;
   std::vector<uint32_t> temp_last_launch;
   // Per temporary: the temporary whose buffer it takes over, or -1 for a buffer of its own. An
-  // elementwise kernel that is the only and last reader of a temporary of its output's size
-  // and dtype, reading it element for element, writes its output over it (the bias added to a
-  // GEMM's result, a gradient scaled by clipping): one buffer instead of two.
+  // elementwise kernel that is the last reader of a temporary of its output's size and dtype,
+  // reading it element for element, writes its output over it (the bias added to a GEMM's
+  // result, a gradient scaled by clipping, the loss gradient over the logits): one buffer
+  // instead of two.
   std::vector<int32_t> temp_reuses;
-  // All temporaries live in one arena of arena_bytes, temporary t at temp_offset[t]: a step
-  // needs one allocation, and the same arena serves every step. Temporaries whose lifetimes
-  // overlap never share bytes (one that takes over another shares its offset), so the arena
-  // is the step's peak of live temporaries plus what packing them loses.
+  // All temporaries live in one arena of arena_bytes, temporary t at temp_offset[t] (a
+  // multiple of kArenaAlignment): a step needs one allocation, and the same arena serves every
+  // step. Temporaries whose lifetimes overlap never share bytes (one that takes over another
+  // shares its offset), so the arena is the step's peak of live temporaries plus what packing
+  // them loses.
   std::vector<size_t> temp_offset;
   size_t arena_bytes = 0;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read
-  // only by the kernel that writes the output, element for element. The executor takes one
-  // that nothing else holds (donation).
+  // by the kernel that writes the output element for element, and by no kernel after it. The
+  // executor takes one that nothing else holds (donation).
   std::vector<std::vector<int>> donation_candidates;
 };
 
-ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options);
+// Each temporary starts on a cache line of its own.
+constexpr size_t kArenaAlignment = 64;
 
-// Where each temporary starts in the arena, and the arena's size.
-constexpr size_t kArenaAlignment = 64;  // a cache line: each temporary starts on its own
+ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options);
 
 }  // namespace lt::compiler
