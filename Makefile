@@ -3,10 +3,10 @@
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev \
-  libopenblas-dev libdnnl-dev libutf8proc-dev libgd-dev fortunes python3-venv
+  libopenblas-dev libdnnl-dev libutf8proc-dev libgd-dev fortunes python3-venv python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps models build run test test-sanitize fuzz bench peers format clean
+.PHONY: deps models python-env build python-install run test test-sanitize fuzz bench peers format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -29,9 +29,24 @@ models: deps
 	fi
 	@test -f models/all-MiniLM-L6-v2/vocab.txt
 
-build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+# The Python side: nanobind (the extension), scikit-build-core (`pip install .`), NumPy and
+# pytest, in a virtual environment of the checkout.
+PY_ENV := .venv-python
+PY := $(CURDIR)/$(PY_ENV)/bin/python
+python-env: deps
+	@if [ ! -x $(PY) ] || ! $(PY) -c 'import nanobind, numpy, pytest, scikit_build_core' 2>/dev/null; then \
+	  python3 -m venv $(PY_ENV) && $(PY) -m pip install -q -r python/requirements.txt; \
+	fi
+
+build: deps python-env
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(PY)
 	cmake --build $(BUILD) -j$(JOBS)
+
+# What users run: `pip install .` (the wheel builds in build/python-wheel, incrementally), then
+# an import from outside the checkout.
+python-install: python-env
+	$(PY) -m pip install -q --no-build-isolation .
+	cd /tmp && $(PY) -c 'import lazytensor as lt; print("lazytensor", lt.__file__, (lt.ones(2) * 2).tolist())'
 
 # The main job: HF AdamW on BERT-base under the four scalar policies, side by side, then a short
 # fine-tuning of all-MiniLM-L6-v2 (masked-language model) on the fortunes corpus.
@@ -43,16 +58,18 @@ run: build models
 
 test: build models
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PY) -m pytest -q tests/python
+	$(MAKE) python-install
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
 test-sanitize: deps models
 	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=address,undefined \
-	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
+	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF -DLAZYTENSOR_BUILD_PYTHON=OFF
 	cmake --build build/asan -j$(JOBS)
 	LT_SOAK_STEPS=2000 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir build/asan --output-on-failure -j$(JOBS)
 	cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=thread \
-	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF
+	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF -DLAZYTENSOR_BUILD_PYTHON=OFF
 	cmake --build build/tsan -j$(JOBS)
 	# The GEMM libraries (oneDNN's OpenMP team, OpenBLAS's threads) are not instrumented: TSan
 	# cannot see their internal synchronization, so they run on the calling thread here.

@@ -1,0 +1,123 @@
+"""Optimizers with torch.optim's constructors, over the engine's fused multi-tensor updates:
+``step()`` traces one update for every parameter; the next ``lt.mark_step()`` runs it as one
+launch. Hyperparameters reach the kernels as arguments: a new learning rate every step never
+recompiles.
+"""
+from . import _C
+from ._C import Tensor
+
+
+def _groups(params, defaults):
+    """torch.optim's param_groups: an iterable of tensors, or of dicts with 'params'."""
+    params = list(params)
+    if not params:
+        raise _C.Error("optimizer: got an empty parameter list")
+    if isinstance(params[0], dict):
+        groups = [dict(defaults, **g) for g in params]
+    else:
+        groups = [dict(defaults, params=params)]
+    for g in groups:
+        g["params"] = list(g["params"])
+        if any(not isinstance(p, Tensor) for p in g["params"]):
+            raise _C.Error("optimizer: params must be tensors")
+    return groups
+
+
+class _Optimizer:
+    def __init__(self, param_groups):
+        self.param_groups = param_groups
+
+    def zero_grad(self, set_to_none=True):
+        self._engine.zero_grad(set_to_none)
+
+    def step(self):
+        """Traces the update of every parameter that has a grad (changes to param_groups'
+        hyperparameters take effect here)."""
+        for i, g in enumerate(self.param_groups):
+            self._engine.set_group_options(i, self._options(g))
+        self._engine.step()
+
+    def state_of(self, group, index):
+        return self._engine.state(group, index)
+
+
+class AdamW(_Optimizer):
+    """AdamW in two flavours. ``flavor="torch"`` is torch.optim.AdamW (weight decay before the
+    update; eps 1e-8 and weight_decay 1e-2 by default; amsgrad available).
+    ``flavor="huggingface"`` is transformers' AdamW (weight decay after the update,
+    ``correct_bias``; eps 1e-6 and weight_decay 0 by default)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=None, weight_decay=None,
+                 amsgrad=False, correct_bias=True, flavor="torch"):
+        if flavor not in ("torch", "huggingface"):
+            raise _C.Error(f"AdamW: flavor must be 'torch' or 'huggingface', got {flavor!r}")
+        hf = flavor == "huggingface"
+        defaults = dict(lr=lr, betas=tuple(betas), eps=(1e-6 if hf else 1e-8) if eps is None else eps,
+                        weight_decay=(0.0 if hf else 1e-2) if weight_decay is None else weight_decay,
+                        amsgrad=amsgrad, correct_bias=correct_bias)
+        super().__init__(_groups(params, defaults))
+        self.flavor = flavor
+        self._engine = _C.AdamW([(g["params"], self._options(g)) for g in self.param_groups], flavor)
+
+    @staticmethod
+    def _options(g):
+        o = _C.AdamWOptions()
+        o.lr, (o.beta1, o.beta2), o.eps = float(g["lr"]), g["betas"], float(g["eps"])
+        o.weight_decay, o.amsgrad, o.correct_bias = float(g["weight_decay"]), g["amsgrad"], g["correct_bias"]
+        return o
+
+
+class SGD(_Optimizer):
+    """torch.optim.SGD (momentum, dampening, weight decay, Nesterov)."""
+
+    def __init__(self, params, lr=1e-2, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False):
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov)
+        super().__init__(_groups(params, defaults))
+        self._engine = _C.SGD([(g["params"], self._options(g)) for g in self.param_groups])
+
+    @staticmethod
+    def _options(g):
+        o = _C.SGDOptions()
+        o.lr, o.momentum, o.dampening = float(g["lr"]), float(g["momentum"]), float(g["dampening"])
+        o.weight_decay, o.nesterov = float(g["weight_decay"]), g["nesterov"]
+        return o
+
+    def step(self):
+        self._engine.set_lr(float(self.param_groups[0]["lr"]))
+        self._engine.step()
+
+
+class LambdaSchedule:
+    """Sets each group's lr to its initial lr times ``schedule.factor(n)`` after n calls to
+    step(), as torch's LambdaLR with transformers' schedules."""
+
+    def __init__(self, optimizer, schedule):
+        self.optimizer, self.schedule = optimizer, schedule
+        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+        self.last_step = 0
+        self._apply()
+
+    def _apply(self):
+        for g, base in zip(self.optimizer.param_groups, self.base_lrs):
+            g["lr"] = base * self.schedule.factor(self.last_step)
+
+    def step(self):
+        self.last_step += 1
+        self._apply()
+
+    def get_last_lr(self):
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+
+def get_constant_schedule(optimizer):
+    return LambdaSchedule(optimizer, _C.constant_schedule())
+
+
+def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+    return LambdaSchedule(optimizer, _C.linear_schedule(num_warmup_steps, num_training_steps))
+
+
+def get_cosine_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps, num_cycles=0.5):
+    return LambdaSchedule(optimizer, _C.cosine_schedule(num_warmup_steps, num_training_steps, num_cycles))

@@ -1,0 +1,692 @@
+// lt.Tensor and the ops over it, with PyTorch's names and keyword arguments. The Python layer
+// (lazytensor/__init__.py) adds what is simpler in Python: lt.tensor() from nested lists,
+// indexing, repr.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "bindings.h"
+#include "lazytensor/autograd.h"
+#include "lazytensor/error.h"
+#include "lazytensor/functional.h"
+#include "lazytensor/tensor.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace lt_python {
+
+namespace {
+
+using lt::DType;
+using lt::Tensor;
+using Self = nb::pointer_and_handle<Tensor>;
+// A dim argument as PyTorch takes it: one int, a sequence of them, or None (all dims).
+using Dims = std::optional<std::variant<int, std::vector<int>>>;
+
+std::vector<int> dims_of(const Dims& dims, const Tensor& t) {
+  if (!dims) {
+    std::vector<int> all(t.dim());
+    for (int d = 0; d < t.dim(); ++d) all[d] = d;
+    return all;
+  }
+  if (const int* one = std::get_if<int>(&*dims)) return {*one};
+  return std::get<std::vector<int>>(*dims);
+}
+
+// Sizes given as PyTorch takes them: t.reshape(2, 3) or t.reshape((2, 3)).
+std::vector<int64_t> sizes_of(const nb::args& args) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) {
+    return nb::cast<std::vector<int64_t>>(args[0]);
+  }
+  std::vector<int64_t> sizes;
+  for (nb::handle a : args) sizes.push_back(nb::cast<int64_t>(a));
+  return sizes;
+}
+
+std::vector<int> ints_of(const nb::args& args) {
+  std::vector<int> out;
+  for (int64_t v : sizes_of(args)) out.push_back(static_cast<int>(v));
+  return out;
+}
+
+nb::tuple shape_tuple(const lt::Shape& shape) {
+  nb::list sizes;
+  for (int64_t s : shape) sizes.append(s);
+  return nb::tuple(sizes);
+}
+
+nb::dlpack::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return nb::dtype<float>();
+    case DType::f64:
+      return nb::dtype<double>();
+    case DType::i32:
+      return nb::dtype<int32_t>();
+    case DType::i64:
+      return nb::dtype<int64_t>();
+    case DType::boolean:
+      return nb::dtype<bool>();
+    default:
+      throw lt::Error(std::string("numpy: no NumPy dtype holds ") + lt::dtype_name(dtype));
+  }
+}
+
+DType dtype_of_array(const nb::dlpack::dtype& d) {
+  if (d == nb::dtype<float>()) return DType::f32;
+  if (d == nb::dtype<double>()) return DType::f64;
+  if (d == nb::dtype<int32_t>()) return DType::i32;
+  if (d == nb::dtype<int64_t>()) return DType::i64;
+  if (d == nb::dtype<bool>()) return DType::boolean;
+  throw lt::Error(
+      "tensor: unsupported array dtype (lazytensor holds float32, float64, int32, int64 and "
+      "bool)");
+}
+
+using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+Tensor from_array(const HostArray& array) {
+  std::vector<int64_t> sizes(array.ndim());
+  for (size_t d = 0; d < array.ndim(); ++d) sizes[d] = static_cast<int64_t>(array.shape(d));
+  return lt::from_host(array.data(), lt::Shape(sizes), dtype_of_array(array.dtype()));
+}
+
+// The tensor's values in a new NumPy array (bf16 widened to float32). Waits for the device
+// with the GIL released, so other Python threads run meanwhile.
+nb::ndarray<nb::numpy> to_numpy(const Tensor& t) {
+  const Tensor host_typed =
+      (t.dtype() == DType::bf16 || t.dtype() == DType::f16) ? t.to(DType::f32) : t;
+  const nb::dlpack::dtype dtype = numpy_dtype(host_typed.dtype());
+  const size_t bytes = static_cast<size_t>(host_typed.numel()) * lt::dtype_size(host_typed.dtype());
+  auto* data = new uint8_t[bytes > 0 ? bytes : 1];
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+  {
+    const nb::gil_scoped_release release;
+    host_typed.to_host(data);
+  }
+  std::vector<size_t> shape;
+  for (int64_t s : host_typed.shape()) shape.push_back(static_cast<size_t>(s));
+  return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dtype);
+}
+
+lt::Reduction reduction_of(const std::string& name) {
+  if (name == "mean") return lt::Reduction::mean;
+  if (name == "sum") return lt::Reduction::sum;
+  if (name == "none") return lt::Reduction::none;
+  throw lt::Error("reduction: expected 'mean', 'sum' or 'none', got '" + name + "'");
+}
+
+template <class Fn>
+nb::object in_place(Self self, Fn&& fn) {
+  fn(*self.p);
+  return nb::borrow(self.h);
+}
+
+void bind_dtypes(nb::module_& m) {
+  nb::enum_<DType>(m, "dtype")
+      .value("float32", DType::f32)
+      .value("float64", DType::f64)
+      .value("bfloat16", DType::bf16)
+      .value("float16", DType::f16)
+      .value("int32", DType::i32)
+      .value("int64", DType::i64)
+      .value("bool", DType::boolean);
+}
+
+void bind_tensor_class(nb::module_& m) {
+  nb::class_<Tensor> cls(m, "Tensor");
+  cls.def(nb::init<>())
+      .def(nb::init<const Tensor&>(), "other"_a, "A handle on the same tensor (as a Parameter)")
+      // Shape, dtype, device.
+      .def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def(
+          "size",
+          [](const Tensor& t, std::optional<int> dim) -> nb::object {
+            if (!dim) return shape_tuple(t.shape());
+            const int rank = t.dim();
+            const int d = *dim < 0 ? *dim + rank : *dim;
+            if (d < 0 || d >= rank) {
+              throw lt::Error("size: dim " + std::to_string(*dim) + " is out of range for rank " +
+                              std::to_string(rank));
+            }
+            return nb::int_(t.shape()[d]);
+          },
+          "dim"_a = nb::none())
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def_prop_ro("dtype", &Tensor::dtype)
+      .def_prop_ro("device", [](const Tensor& t) { return t.device().str(); })
+      .def_prop_ro("is_pending", &Tensor::is_pending)
+      .def("__len__",
+           [](const Tensor& t) {
+             if (t.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
+             return t.shape()[0];
+           })
+      .def("__hash__", [](Self self) { return reinterpret_cast<intptr_t>(self.h.ptr()); })
+      // Values on the host.
+      .def("item",
+           [](const Tensor& t) -> nb::object {
+             double value;
+             {
+               const nb::gil_scoped_release release;
+               value = t.item();
+             }
+             if (lt::dtype_is_floating(t.dtype())) return nb::float_(value);
+             if (t.dtype() == DType::boolean) return nb::bool_(value != 0);
+             return nb::int_(static_cast<int64_t>(value));
+           })
+      .def("numpy", &to_numpy)
+      .def("__bool__",
+           [](const Tensor& t) {
+             const nb::gil_scoped_release release;
+             return t.item() != 0;
+           })
+      .def("__float__",
+           [](const Tensor& t) {
+             const nb::gil_scoped_release release;
+             return t.item();
+           })
+      .def("__int__",
+           [](const Tensor& t) {
+             const nb::gil_scoped_release release;
+             return static_cast<int64_t>(t.item());
+           })
+      // Arithmetic, with PyTorch's keywords.
+      .def(
+          "add", [](const Tensor& a, const Tensor& b, double alpha) { return a.add(b, alpha); },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "add", [](const Tensor& a, double b, double alpha) { return a.add(b * alpha); },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "sub", [](const Tensor& a, const Tensor& b, double alpha) { return a.sub(b, alpha); },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "sub", [](const Tensor& a, double b, double alpha) { return a.sub(b * alpha); },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def("mul", nb::overload_cast<const Tensor&>(&Tensor::mul, nb::const_), "other"_a)
+      .def("mul", nb::overload_cast<double>(&Tensor::mul, nb::const_), "other"_a)
+      .def("div", nb::overload_cast<const Tensor&>(&Tensor::div, nb::const_), "other"_a)
+      .def("div", nb::overload_cast<double>(&Tensor::div, nb::const_), "other"_a)
+      .def("pow", &Tensor::pow, "exponent"_a)
+      .def("maximum", &Tensor::maximum, "other"_a)
+      .def("minimum", &Tensor::minimum, "other"_a)
+      .def(
+          "clamp",
+          [](const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
+            if (lo && hi) return t.clamp(*lo, *hi);
+            if (lo) return t.clamp_min(*lo);
+            if (hi) return t.clamp_max(*hi);
+            throw lt::Error("clamp: at least one of min and max must be given");
+          },
+          "min"_a = nb::none(), "max"_a = nb::none())
+      .def("clamp_min", &Tensor::clamp_min, "min"_a)
+      .def("clamp_max", &Tensor::clamp_max, "max"_a)
+      .def("lerp", nb::overload_cast<const Tensor&, double>(&Tensor::lerp, nb::const_), "end"_a,
+           "weight"_a)
+      .def("lerp", nb::overload_cast<const Tensor&, const Tensor&>(&Tensor::lerp, nb::const_),
+           "end"_a, "weight"_a)
+      .def("addcmul", &Tensor::addcmul, "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
+      .def("addcdiv", &Tensor::addcdiv, "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
+      .def("neg", &Tensor::neg)
+      .def("abs", &Tensor::abs)
+      .def("sqrt", &Tensor::sqrt)
+      .def("rsqrt", &Tensor::rsqrt)
+      .def("exp", &Tensor::exp)
+      .def("log", &Tensor::log)
+      .def("tanh", &Tensor::tanh)
+      .def("sigmoid", &Tensor::sigmoid)
+      .def("relu", &Tensor::relu)
+      .def("erf", &Tensor::erf)
+      .def("sign", &Tensor::sign)
+      .def("clone", &Tensor::clone)
+      .def("to", &Tensor::to, "dtype"_a)
+      .def("float", [](const Tensor& t) { return t.to(DType::f32); })
+      .def("double", [](const Tensor& t) { return t.to(DType::f64); })
+      .def("bfloat16", [](const Tensor& t) { return t.to(DType::bf16); })
+      .def("int", [](const Tensor& t) { return t.to(DType::i32); })
+      .def("long", [](const Tensor& t) { return t.to(DType::i64); })
+      .def("bool", [](const Tensor& t) { return t.to(DType::boolean); })
+      // In place: the same Python object back, as PyTorch returns self.
+      .def(
+          "add_",
+          [](Self s, const Tensor& o, double alpha) {
+            return in_place(s, [&](Tensor& t) { t.add_(o, alpha); });
+          },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "add_",
+          [](Self s, double o, double alpha) {
+            return in_place(s, [&](Tensor& t) { t.add_(o * alpha); });
+          },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "sub_",
+          [](Self s, const Tensor& o, double alpha) {
+            return in_place(s, [&](Tensor& t) { t.sub_(o, alpha); });
+          },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "sub_",
+          [](Self s, double o, double alpha) {
+            return in_place(s, [&](Tensor& t) { t.sub_(o * alpha); });
+          },
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
+      .def(
+          "mul_",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
+          "other"_a)
+      .def(
+          "mul_", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
+          "other"_a)
+      .def(
+          "div_",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
+          "other"_a)
+      .def(
+          "div_", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
+          "other"_a)
+      .def(
+          "pow_", [](Self s, double e) { return in_place(s, [&](Tensor& t) { t.pow_(e); }); },
+          "exponent"_a)
+      .def(
+          "clamp_",
+          [](Self s, std::optional<double> lo, std::optional<double> hi) {
+            return in_place(s, [&](Tensor& t) {
+              if (lo && hi) {
+                t.clamp_(*lo, *hi);
+              } else if (lo) {
+                t.clamp_min_(*lo);
+              } else if (hi) {
+                t.clamp_max_(*hi);
+              } else {
+                throw lt::Error("clamp_: at least one of min and max must be given");
+              }
+            });
+          },
+          "min"_a = nb::none(), "max"_a = nb::none())
+      .def(
+          "clamp_min_",
+          [](Self s, double v) { return in_place(s, [&](Tensor& t) { t.clamp_min_(v); }); },
+          "min"_a)
+      .def(
+          "clamp_max_",
+          [](Self s, double v) { return in_place(s, [&](Tensor& t) { t.clamp_max_(v); }); },
+          "max"_a)
+      .def(
+          "lerp_",
+          [](Self s, const Tensor& end, double w) {
+            return in_place(s, [&](Tensor& t) { t.lerp_(end, w); });
+          },
+          "end"_a, "weight"_a)
+      .def(
+          "lerp_",
+          [](Self s, const Tensor& end, const Tensor& w) {
+            return in_place(s, [&](Tensor& t) { t.lerp_(end, w); });
+          },
+          "end"_a, "weight"_a)
+      .def(
+          "addcmul_",
+          [](Self s, const Tensor& a, const Tensor& b, double value) {
+            return in_place(s, [&](Tensor& t) { t.addcmul_(a, b, value); });
+          },
+          "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
+      .def(
+          "addcdiv_",
+          [](Self s, const Tensor& a, const Tensor& b, double value) {
+            return in_place(s, [&](Tensor& t) { t.addcdiv_(a, b, value); });
+          },
+          "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
+      .def(
+          "maximum_",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.maximum_(o); }); },
+          "other"_a)
+      .def(
+          "minimum_",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.minimum_(o); }); },
+          "other"_a)
+      .def(
+          "copy_",
+          [](Self s, const Tensor& src) { return in_place(s, [&](Tensor& t) { t.copy_(src); }); },
+          "src"_a)
+      .def("zero_", [](Self s) { return in_place(s, [](Tensor& t) { t.zero_(); }); })
+      .def(
+          "fill_", [](Self s, double v) { return in_place(s, [&](Tensor& t) { t.fill_(v); }); },
+          "value"_a);
+
+  // Unary in-place ops.
+#define LT_UNARY_IN_PLACE(name) \
+  cls.def(#name, [](Self s) { return in_place(s, [](Tensor& t) { t.name(); }); });
+  LT_UNARY_IN_PLACE(neg_)
+  LT_UNARY_IN_PLACE(abs_)
+  LT_UNARY_IN_PLACE(sqrt_)
+  LT_UNARY_IN_PLACE(rsqrt_)
+  LT_UNARY_IN_PLACE(exp_)
+  LT_UNARY_IN_PLACE(log_)
+  LT_UNARY_IN_PLACE(tanh_)
+  LT_UNARY_IN_PLACE(sigmoid_)
+  LT_UNARY_IN_PLACE(relu_)
+#undef LT_UNARY_IN_PLACE
+
+  // Python operators. A failed match returns NotImplemented (nb::is_operator), so Python
+  // tries the other operand's method.
+  cls.def(
+         "__add__", [](const Tensor& a, const Tensor& b) { return a + b; }, nb::is_operator())
+      .def(
+          "__add__", [](const Tensor& a, double b) { return a + b; }, nb::is_operator())
+      .def(
+          "__radd__", [](const Tensor& a, double b) { return b + a; }, nb::is_operator())
+      .def(
+          "__sub__", [](const Tensor& a, const Tensor& b) { return a - b; }, nb::is_operator())
+      .def(
+          "__sub__", [](const Tensor& a, double b) { return a - b; }, nb::is_operator())
+      .def(
+          "__rsub__", [](const Tensor& a, double b) { return b - a; }, nb::is_operator())
+      .def(
+          "__mul__", [](const Tensor& a, const Tensor& b) { return a * b; }, nb::is_operator())
+      .def(
+          "__mul__", [](const Tensor& a, double b) { return a * b; }, nb::is_operator())
+      .def(
+          "__rmul__", [](const Tensor& a, double b) { return b * a; }, nb::is_operator())
+      .def(
+          "__truediv__", [](const Tensor& a, const Tensor& b) { return a / b; }, nb::is_operator())
+      .def(
+          "__truediv__", [](const Tensor& a, double b) { return a / b; }, nb::is_operator())
+      .def(
+          "__rtruediv__", [](const Tensor& a, double b) { return b / a; }, nb::is_operator())
+      .def(
+          "__pow__", [](const Tensor& a, double e) { return a.pow(e); }, nb::is_operator())
+      .def(
+          "__matmul__", [](const Tensor& a, const Tensor& b) { return lt::matmul(a, b); },
+          nb::is_operator())
+      .def("__neg__", [](const Tensor& a) { return -a; })
+      .def("__abs__", [](const Tensor& a) { return a.abs(); })
+      .def(
+          "__iadd__",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.add_(o); }); },
+          nb::is_operator())
+      .def(
+          "__iadd__", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.add_(o); }); },
+          nb::is_operator())
+      .def(
+          "__isub__",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.sub_(o); }); },
+          nb::is_operator())
+      .def(
+          "__isub__", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.sub_(o); }); },
+          nb::is_operator())
+      .def(
+          "__imul__",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
+          nb::is_operator())
+      .def(
+          "__imul__", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
+          nb::is_operator())
+      .def(
+          "__itruediv__",
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
+          nb::is_operator())
+      .def(
+          "__itruediv__",
+          [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
+          nb::is_operator());
+
+  // Comparisons give bool tensors, as in PyTorch.
+#define LT_COMPARISON(name, dunder)                                                                \
+  cls.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a)           \
+      .def(#name, nb::overload_cast<double>(&Tensor::name, nb::const_), "other"_a)                 \
+      .def(dunder, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), nb::is_operator()) \
+      .def(dunder, nb::overload_cast<double>(&Tensor::name, nb::const_), nb::is_operator());
+  LT_COMPARISON(eq, "__eq__")
+  LT_COMPARISON(ne, "__ne__")
+  LT_COMPARISON(lt, "__lt__")
+  LT_COMPARISON(le, "__le__")
+  LT_COMPARISON(gt, "__gt__")
+  LT_COMPARISON(ge, "__ge__")
+#undef LT_COMPARISON
+
+  // Reductions.
+  cls.def(
+         "sum",
+         [](const Tensor& t, const Dims& dim, bool keepdim) {
+           return dim ? t.sum(dims_of(dim, t), keepdim) : t.sum();
+         },
+         "dim"_a = nb::none(), "keepdim"_a = false)
+      .def(
+          "mean",
+          [](const Tensor& t, const Dims& dim, bool keepdim) {
+            return dim ? t.mean(dims_of(dim, t), keepdim) : t.mean();
+          },
+          "dim"_a = nb::none(), "keepdim"_a = false)
+      .def(
+          "amax",
+          [](const Tensor& t, const Dims& dim, bool keepdim) {
+            return dim ? t.max(dims_of(dim, t), keepdim) : t.max();
+          },
+          "dim"_a = nb::none(), "keepdim"_a = false)
+      // t.max() is the largest element; t.max(dim) is (values, indices), as in PyTorch.
+      .def(
+          "max",
+          [](const Tensor& t, std::optional<int> dim, bool keepdim) -> nb::object {
+            if (!dim) return nb::cast(t.max());
+            return nb::make_tuple(t.max({*dim}, keepdim), t.argmax(*dim, keepdim));
+          },
+          "dim"_a = nb::none(), "keepdim"_a = false)
+      .def(
+          "argmax",
+          [](const Tensor& t, std::optional<int> dim, bool keepdim) {
+            return dim ? t.argmax(*dim, keepdim) : t.argmax();
+          },
+          "dim"_a = nb::none(), "keepdim"_a = false)
+      .def(
+          "norm",
+          [](const Tensor& t, const Dims& dim, bool keepdim) {
+            return dim ? t.norm(dims_of(dim, t), keepdim) : t.norm();
+          },
+          "dim"_a = nb::none(), "keepdim"_a = false)
+      .def(
+          "var",
+          [](const Tensor& t, const Dims& dim, bool unbiased, bool keepdim) {
+            return t.var(dim ? dims_of(dim, t) : std::vector<int>{}, unbiased, keepdim);
+          },
+          "dim"_a = nb::none(), "unbiased"_a = true, "keepdim"_a = false)
+      .def("softmax", &Tensor::softmax, "dim"_a)
+      .def("log_softmax", &Tensor::log_softmax, "dim"_a)
+      .def("matmul", &Tensor::matmul, "other"_a)
+      // Views and shape changes.
+      .def("reshape", [](const Tensor& t, nb::args shape) { return t.reshape(sizes_of(shape)); })
+      .def("view", [](const Tensor& t, nb::args shape) { return t.view(sizes_of(shape)); })
+      .def("expand", [](const Tensor& t, nb::args sizes) { return t.expand(sizes_of(sizes)); })
+      .def("permute", [](const Tensor& t, nb::args dims) { return t.permute(ints_of(dims)); })
+      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1)
+      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a)
+      .def("t", &Tensor::t)
+      .def_prop_ro("T",
+                   [](const Tensor& t) {
+                     std::vector<int> reversed;
+                     for (int d = t.dim() - 1; d >= 0; --d) reversed.push_back(d);
+                     return t.permute(reversed);
+                   })
+      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a)
+      .def(
+          "squeeze",
+          [](const Tensor& t, std::optional<int> dim) {
+            return dim ? t.squeeze(*dim) : t.squeeze();
+          },
+          "dim"_a = nb::none())
+      .def("slice", &Tensor::slice, "dim"_a, "start"_a, "end"_a, "step"_a = 1)
+      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a)
+      .def("select", &Tensor::select, "dim"_a, "index"_a)
+      .def("contiguous", &Tensor::contiguous)
+      .def("index_select", &Tensor::index_select, "dim"_a, "index"_a)
+      .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a)
+      // Autograd.
+      .def_prop_rw(
+          "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
+          [](Tensor& t, bool value) { t.requires_grad_(value); })
+      .def(
+          "requires_grad_",
+          [](Self s, bool value) {
+            return in_place(s, [&](Tensor& t) { t.requires_grad_(value); });
+          },
+          "requires_grad"_a = true)
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def_prop_rw(
+          "grad",
+          [](const Tensor& t) -> std::optional<Tensor> {
+            Tensor g = t.grad();
+            if (!g.defined()) return std::nullopt;
+            return g;
+          },
+          [](Tensor& t, std::optional<Tensor> g) { t.mutable_grad() = g ? *g : Tensor(); },
+          nb::arg("grad").none())
+      .def(
+          "backward",
+          [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+            t.backward(gradient ? *gradient : Tensor(), retain_graph);
+          },
+          "gradient"_a = nb::none(), "retain_graph"_a = false)
+      .def("detach", &Tensor::detach);
+}
+
+void bind_factories(nb::module_& m) {
+  m.def("_from_array", &from_array, "array"_a);
+  m.def(
+      "zeros",
+      [](const std::vector<int64_t>& size, DType dtype) {
+        return lt::zeros(lt::Shape(size), dtype);
+      },
+      "size"_a, "dtype"_a = DType::f32);
+  m.def(
+      "ones",
+      [](const std::vector<int64_t>& size, DType dtype) {
+        return lt::ones(lt::Shape(size), dtype);
+      },
+      "size"_a, "dtype"_a = DType::f32);
+  m.def(
+      "full",
+      [](const std::vector<int64_t>& size, double value, DType dtype) {
+        return lt::full(lt::Shape(size), value, dtype);
+      },
+      "size"_a, "fill_value"_a, "dtype"_a = DType::f32);
+  m.def("zeros_like", &lt::zeros_like, "input"_a);
+  m.def(
+      "arange",
+      [](double start, std::optional<double> end, double step, DType dtype) {
+        return end ? lt::arange(start, *end, step, dtype) : lt::arange(0.0, start, step, dtype);
+      },
+      "start"_a, "end"_a = nb::none(), "step"_a = 1.0, "dtype"_a = DType::i64);
+  m.def(
+      "rand",
+      [](const std::vector<int64_t>& size, DType dtype) {
+        return lt::rand(lt::Shape(size), dtype);
+      },
+      "size"_a, "dtype"_a = DType::f32);
+  m.def(
+      "randn",
+      [](const std::vector<int64_t>& size, DType dtype) {
+        return lt::randn(lt::Shape(size), dtype);
+      },
+      "size"_a, "dtype"_a = DType::f32);
+  m.def("manual_seed", &lt::manual_seed, "seed"_a);
+  nb::class_<lt::GeneratorState>(m, "GeneratorState")
+      .def(nb::init<uint64_t, uint64_t>(), "seed"_a, "offset"_a)
+      .def_rw("seed", &lt::GeneratorState::seed)
+      .def_rw("offset", &lt::GeneratorState::offset);
+  m.def("generator_state", &lt::generator_state);
+  m.def("set_generator_state", &lt::set_generator_state, "state"_a);
+  m.def("promote_types", &lt::promote_types, "type1"_a, "type2"_a);
+}
+
+void bind_functional(nb::module_& m) {
+  m.def("matmul", &lt::matmul, "input"_a, "other"_a);
+  m.def("bmm", &lt::bmm, "input"_a, "mat2"_a);
+  m.def(
+      "linear",
+      [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
+        return lt::linear(x, w, b ? *b : Tensor());
+      },
+      "input"_a, "weight"_a, "bias"_a = nb::none());
+  m.def("cat", &lt::cat, "tensors"_a, "dim"_a = 0);
+  m.def("where", &lt::where, "condition"_a, "input"_a, "other"_a);
+  m.def(
+      "embedding",
+      [](const Tensor& ids, const Tensor& weight, std::optional<int64_t> padding_idx) {
+        return lt::embedding(ids, weight, padding_idx);
+      },
+      "input"_a, "weight"_a, "padding_idx"_a = nb::none());
+  m.def("softmax", &lt::softmax, "input"_a, "dim"_a);
+  m.def("log_softmax", &lt::log_softmax, "input"_a, "dim"_a);
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, const std::vector<int64_t>& normalized_shape, std::optional<Tensor> w,
+         std::optional<Tensor> b, double eps) {
+        return lt::layer_norm(x, normalized_shape, w ? *w : Tensor(), b ? *b : Tensor(), eps);
+      },
+      "input"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(),
+      "eps"_a = 1e-5);
+  m.def(
+      "gelu",
+      [](const Tensor& x, const std::string& approximate) {
+        if (approximate != "none" && approximate != "tanh") {
+          throw lt::Error("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
+        }
+        return lt::gelu(
+            x, approximate == "tanh" ? lt::GeluApproximation::tanh : lt::GeluApproximation::none);
+      },
+      "input"_a, "approximate"_a = "none");
+  m.def("dropout", &lt::dropout, "input"_a, "p"_a = 0.5, "training"_a = true);
+  m.def(
+      "cross_entropy",
+      [](const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+         const std::string& reduction) {
+        return lt::cross_entropy(logits, targets, ignore_index, reduction_of(reduction));
+      },
+      "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean");
+  m.def(
+      "mse_loss",
+      [](const Tensor& input, const Tensor& target, const std::string& reduction) {
+        return lt::mse_loss(input, target, reduction_of(reduction));
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean");
+  m.def("erf", &lt::erf, "input"_a);
+  m.def("is_grad_enabled", &lt::is_grad_enabled);
+  m.def("set_grad_enabled", &lt::set_grad_enabled, "mode"_a);
+  m.def(
+      "grad",
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+         std::optional<std::vector<Tensor>> grad_outputs, bool retain_graph, bool allow_unused) {
+        std::vector<std::optional<Tensor>> result;
+        for (const Tensor& g :
+             lt::grad(outputs, inputs, grad_outputs.value_or(std::vector<Tensor>{}), retain_graph,
+                      allow_unused)) {
+          result.push_back(g.defined() ? std::optional<Tensor>(g) : std::nullopt);
+        }
+        return result;
+      },
+      "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false,
+      "allow_unused"_a = false);
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  bind_dtypes(m);
+  bind_tensor_class(m);
+  bind_factories(m);
+  bind_functional(m);
+}
+
+}  // namespace lt_python
