@@ -386,6 +386,34 @@ TEST_P(DtypeTest, FromHostAndToHostCheckTheirArguments) {
   expect_mentions(error_message([] { Tensor().to_vector<int64_t>(); }), {"to_vector", "undefined"});
 }
 
+// Zero-copy interchange: external memory read in place and never written; host_memory() a
+// snapshot that later in-place ops do not touch; the external owner released when done.
+TEST_P(DtypeTest, ExternalMemoryIsReadInPlaceAndNeverWritten) {
+  std::vector<float> external = values(257);
+  const std::vector<float> original = external;
+  bool released = false;
+  {
+    Tensor t = lt::from_external(external.data(), {257}, DType::f32, [&] { released = true; });
+    const Tensor::HostMemory view = t.host_memory();
+    EXPECT_EQ(view.data, external.data());  // no copy
+    t.mul_(2.0);
+    lt::mark_step();
+    EXPECT_EQ(external, original);  // the update went to a buffer of the engine's
+    const Tensor::HostMemory updated = t.host_memory();
+    EXPECT_NE(updated.data, external.data());
+    const auto* doubled = static_cast<const float*>(updated.data);
+    for (size_t i = 0; i < original.size(); ++i) EXPECT_EQ(doubled[i], original[i] * 2);
+    t.add_(1.0);  // the snapshot above holds its buffer: this writes elsewhere too
+    lt::mark_step();
+    for (size_t i = 0; i < original.size(); ++i) EXPECT_EQ(doubled[i], original[i] * 2);
+    EXPECT_FALSE(released);
+  }
+  lt::wait_device_ops();
+  EXPECT_TRUE(released);
+  expect_mentions(error_message([] { lt::from_external(nullptr, {2}, DType::f32, nullptr); }),
+                  {"from_external", "null"});
+}
+
 TEST_P(DtypeTest, FillsInEveryDtype) {
   for (DType dtype : kDTypes) {
     SCOPED_TRACE(lt::dtype_name(dtype));

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -45,6 +46,15 @@ class Tensor {
   // Copies the numel() * dtype_size(dtype()) bytes of the value, in the tensor's own dtype
   // (bf16 as its 16 bits, bool as bytes 0 and 1), to `dst`.
   void to_host(void* dst) const;
+  // The value in place, for zero-copy interchange (DLPack): computed first if pending, then
+  // waited for. CPU devices only. While the returned owner lives the engine never writes into
+  // this memory (an in-place op on the tensor writes its result elsewhere), so it is a snapshot
+  // of the value; the caller must not write into it either.
+  struct HostMemory {
+    const void* data = nullptr;
+    std::shared_ptr<void> owner;
+  };
+  HostMemory host_memory() const;
 
   // Arithmetic. `alpha` scales `other`, as in torch.add(input, other, alpha=...).
   Tensor add(const Tensor& other) const;
@@ -226,6 +236,12 @@ Tensor from_vector(std::initializer_list<T> values, const Shape& shape) {
 // shape.numel() elements of `dtype` in its own layout (bf16 as 16 bits, bool as one byte
 // each, any nonzero byte meaning true), copied before the call returns.
 Tensor from_host(const void* data, const Shape& shape, DType dtype);
+// A tensor over memory owned elsewhere (a DLPack producer's), without a copy, on the default
+// device (a CPU device). The engine reads it and never writes into it; `release` runs when the
+// engine no longer needs it. The memory must keep its contents until then. bool elements must
+// be 0 or 1.
+Tensor from_external(const void* data, const Shape& shape, DType dtype,
+                     std::function<void()> release);
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
 // Zeros of t's shape and dtype on t's device, as torch.zeros_like.
 Tensor zeros_like(const Tensor& t);

@@ -26,6 +26,7 @@ from ._C import (  # noqa: F401 (re-exported)
     dtype,
     embedding,
     erf,
+    from_dlpack,
     generator_state,
     is_grad_enabled,
     kernel_cache_dir,

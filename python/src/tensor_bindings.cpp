@@ -120,6 +120,69 @@ nb::ndarray<nb::numpy> to_numpy(const Tensor& t) {
   return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dtype);
 }
 
+// DLPack's element types for ours (bf16 is DLPack's bfloat16: the same 16 bits).
+nb::dlpack::dtype dlpack_dtype(DType dtype) {
+  if (dtype == DType::bf16) {
+    return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+  }
+  return numpy_dtype(dtype);
+}
+
+DType dtype_of_dlpack(const nb::dlpack::dtype& d) {
+  if (d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat) && d.bits == 16 &&
+      d.lanes == 1) {
+    return DType::bf16;
+  }
+  return dtype_of_array(d);
+}
+
+// A tensor's value as a DLPack capsule over its memory, without a copy: the capsule keeps the
+// value alive, and the engine never writes into it meanwhile (Tensor::host_memory).
+nb::object to_dlpack(const Tensor& t) {
+  Tensor::HostMemory memory;
+  {
+    const nb::gil_scoped_release release;
+    memory = t.host_memory();
+  }
+  std::vector<size_t> shape;
+  for (int64_t s : t.shape()) shape.push_back(static_cast<size_t>(s));
+  auto* keep = new std::shared_ptr<void>(std::move(memory.owner));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
+  nb::ndarray<nb::ro> array(memory.data, shape.size(), shape.data(), owner, nullptr,
+                            dlpack_dtype(t.dtype()), nb::device::cpu::value);
+  return nb::cast(array);  // without a framework, nanobind returns the DLPack capsule itself
+}
+
+// The ndarray an imported tensor reads, dropped by the interpreter's main thread: the engine
+// may release the memory on its device thread, which must not wait for the GIL (the thread
+// holding the GIL may be waiting for the device).
+int drop_imported(void* held) {
+  delete static_cast<nb::ndarray<nb::ro, nb::device::cpu>*>(held);
+  return 0;
+}
+
+// A tensor over a DLPack producer's memory (a torch or NumPy array), without a copy when it is
+// C-contiguous host memory of a dtype lazytensor holds; otherwise a copy.
+Tensor from_dlpack(nb::ndarray<nb::ro, nb::device::cpu> array) {
+  const DType dtype = dtype_of_dlpack(array.dtype());
+  std::vector<int64_t> sizes(array.ndim());
+  for (size_t d = 0; d < array.ndim(); ++d) sizes[d] = static_cast<int64_t>(array.shape(d));
+  bool contiguous = true;
+  int64_t expected = 1;
+  for (int d = static_cast<int>(array.ndim()) - 1; d >= 0; --d) {
+    if (sizes[d] != 1 && array.stride(d) != expected) contiguous = false;
+    expected *= sizes[d];
+  }
+  if (!contiguous) {
+    throw lt::Error("from_dlpack: the array is not C-contiguous; call .contiguous() on it first");
+  }
+  auto* held = new nb::ndarray<nb::ro, nb::device::cpu>(array);
+  // Should the interpreter's queue of pending calls be full, the producer's array stays
+  // alive: the safe failure.
+  return lt::from_external(array.data(), lt::Shape(sizes), dtype,
+                           [held] { Py_AddPendingCall(&drop_imported, held); });
+}
+
 lt::Reduction reduction_of(const std::string& name) {
   if (name == "mean") return lt::Reduction::mean;
   if (name == "sum") return lt::Reduction::sum;
@@ -188,6 +251,8 @@ void bind_tensor_class(nb::module_& m) {
              return nb::int_(static_cast<int64_t>(value));
            })
       .def("numpy", &to_numpy)
+      .def("__dlpack__", [](const Tensor& t, nb::kwargs) { return to_dlpack(t); })
+      .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
       .def("__bool__",
            [](const Tensor& t) {
              const nb::gil_scoped_release release;
@@ -563,6 +628,8 @@ void bind_tensor_class(nb::module_& m) {
 
 void bind_factories(nb::module_& m) {
   m.def("_from_array", &from_array, "array"_a);
+  m.def("from_dlpack", &from_dlpack, "ext_tensor"_a,
+        "A tensor over a DLPack producer's memory (torch.Tensor, NumPy array), without a copy");
   m.def(
       "zeros",
       [](const std::vector<int64_t>& size, DType dtype) {

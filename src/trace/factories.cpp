@@ -1,10 +1,12 @@
 // Tensor factories: uploads (asynchronous) and fills (traced like any op).
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <numbers>
 #include <string>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/tensor.h"
@@ -120,6 +122,31 @@ Tensor from_host(const void* data, const Shape& shape, DType dtype) {
                 std::to_string(shape.numel()) + " elements of " + dtype_name(dtype) + ")");
   }
   return upload(data, shape, dtype);
+}
+
+Tensor from_external(const void* data, const Shape& shape, DType dtype,
+                     std::function<void()> release) {
+  trace::check_dtype("from_external", dtype);
+  trace::check_shape("from_external", shape);
+  const Device device = default_device();
+  if (device.type != DeviceType::cpu) {
+    throw Error("from_external: the default device " + device.str() +
+                " cannot read host memory in place");
+  }
+  if (data == nullptr && shape.numel() > 0) {
+    throw Error("from_external: data is null for shape " + shape.str());
+  }
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  auto buffer = std::make_shared<backend::Buffer>(const_cast<void*>(data), bytes,
+                                                  [release = std::move(release)](void*, size_t) {
+                                                    if (release) release();
+                                                  });
+  auto value = std::make_shared<runtime::DeviceData>(shape, dtype, device, std::move(buffer));
+  // Held for good by its owner: no step ever writes an output over memory it does not own.
+  value->holders.fetch_add(1);
+  auto impl = std::make_shared<TensorImpl>(shape, dtype, device);
+  impl->set_data(std::move(value));
+  return Tensor(std::move(impl));
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {

@@ -7,9 +7,11 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
@@ -252,6 +254,29 @@ void Tensor::to_host(void* dst) const {
   }
   if (!data) data = runtime::sync_tensors({impl_}, "to_host");
   runtime::download(*data, dst);
+}
+
+Tensor::HostMemory Tensor::host_memory() const {
+  checked(*this, "host_memory");
+  if (device().type != DeviceType::cpu) {
+    throw Error("host_memory: the value is on " + device().str() + ", not in host memory");
+  }
+  runtime::DeviceDataPtr data;
+  {
+    const runtime::TraceScope scope("host_memory", runtime::TraceScope::Purpose::read);
+    data = impl_->data;
+  }
+  if (!data) data = runtime::sync_tensors({impl_}, "host_memory");
+  // Held from here on, so no later step takes the buffer over for an output.
+  data->holders.fetch_add(1);
+  std::shared_ptr<void> owner(new runtime::DeviceDataPtr(data), [](void* p) {
+    auto* held = static_cast<runtime::DeviceDataPtr*>(p);
+    (*held)->holders.fetch_sub(1);
+    delete held;
+  });
+  runtime::backend_of(data->device).record_event().wait();  // the step computing it is done
+  if (data->buffer->failed()) throw Error("host_memory: " + data->buffer->error());
+  return {data->buffer->data(), std::move(owner)};
 }
 
 template <typename T>

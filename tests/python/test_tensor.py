@@ -227,3 +227,52 @@ def test_item_float_int_bool():
     assert float(lt.tensor([1.5])) == 1.5
     assert int(lt.tensor(7)) == 7
     assert bool(lt.tensor(1.0)) and not bool(lt.tensor(0.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_dlpack_both_ways_without_a_copy(rng, dtype):
+    a = (rng.standard_normal((4, 5)) * 10).astype(dtype)
+    t = lt.from_dlpack(a)
+    assert t.dtype == lt.tensor(a).dtype and t.shape == a.shape
+    back = np.from_dlpack(t)
+    np.testing.assert_array_equal(back, a)
+    assert np.shares_memory(back, a)  # NumPy -> lazytensor -> NumPy, one buffer throughout
+
+
+def test_dlpack_memory_is_never_written_by_the_engine(rng):
+    a = rng.standard_normal(6)
+    t = lt.from_dlpack(a)
+    t.add_(1.0)
+    lt.mark_step()
+    np.testing.assert_array_equal(a, a.copy())
+    np.testing.assert_allclose(t.numpy(), a + 1)
+    exported = np.from_dlpack(t)
+    t.mul_(2.0)
+    lt.mark_step()
+    np.testing.assert_allclose(exported, a + 1)  # a snapshot of the value it was taken from
+    np.testing.assert_allclose(t.numpy(), (a + 1) * 2)
+
+
+def test_dlpack_of_a_pending_tensor_computes_it(rng):
+    a = rng.standard_normal(8).astype(np.float32)
+    t = lt.tensor(a) * 3.0
+    assert t.is_pending
+    np.testing.assert_allclose(np.from_dlpack(t), a * 3, rtol=1e-6)
+
+
+def test_dlpack_refuses_non_contiguous_arrays(rng):
+    a = rng.standard_normal((4, 6))
+    with pytest.raises(lt.Error, match="contiguous"):
+        lt.from_dlpack(a[:, ::2])
+
+
+def test_dlpack_with_torch(rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed in this environment")
+    x = torch.randn(3, 4)
+    t = lt.from_dlpack(x)
+    np.testing.assert_array_equal(t.numpy(), x.numpy())
+    y = torch.from_dlpack(lt.tensor(x.numpy()) * 2.0)
+    assert torch.equal(y, x * 2)
+    b = torch.randn(5).to(torch.bfloat16)
+    assert lt.from_dlpack(b).dtype == lt.bfloat16
+    assert torch.equal(torch.from_dlpack(lt.from_dlpack(b)), b)
