@@ -45,11 +45,51 @@ def hf_adamw_step(p, grad, exp_avg, exp_avg_sq, step, lr, beta1=0.9, beta2=0.999
     p.add_(p, alpha=-lr * weight_decay)
 
 
+def compare_with_cpp(params, grads, exp_avgs, exp_avg_sqs, steps, rounds):
+    """Per-step times of the Python-written update and of the C++ optimizer's (the same graph:
+    one launch), each run `steps` steps without waits, in alternating rounds."""
+    import lazytensor as lt
+    for p, g in zip(params, grads):
+        p.requires_grad_()
+        p.grad = g
+    optimizer = lt.optim.AdamW(params, lr=1e-4, weight_decay=0.01, flavor="huggingface")
+    for _ in range(2):  # compile the C++ optimizer's graph
+        optimizer.step()
+        lt.mark_step()
+    lt.wait_device_ops()
+    python_ms, cpp_ms = [], []
+    step = 10_000
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step += 1
+            with lt.no_grad():  # as transformers' AdamW.step
+                for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+                    hf_adamw_step(p, g, m, v, step, 1e-4)
+            lt.mark_step()
+        lt.wait_device_ops()
+        python_ms.append(1e3 * (time.perf_counter() - start) / steps)
+        python_launches = lt.last_step_stats()["launches"]
+        start = time.perf_counter()
+        for _ in range(steps):
+            optimizer.step()
+            lt.mark_step()
+        lt.wait_device_ops()
+        cpp_ms.append(1e3 * (time.perf_counter() - start) / steps)
+        cpp_launches = lt.last_step_stats()["launches"]
+    return {"python_step_ms": python_ms, "cpp_step_ms": cpp_ms,
+            "median_ratio": statistics.median(p / c for p, c in zip(python_ms, cpp_ms)),
+            "launches": [python_launches, cpp_launches]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--framework", required=True, choices=["lazytensor", "torch", "xla"])
     ap.add_argument("--model", default="bert-base", choices=sorted(MODELS))
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--against-cpp", type=int, default=0, metavar="ROUNDS",
+                    help="lazytensor: also time the same update traced by the C++ optimizer "
+                         "(lt.optim.AdamW, HuggingFace flavour), in alternating rounds")
     ap.add_argument("--one-element", action="store_true",
                     help="every tensor of one element: eager PyTorch's time is then its dispatch")
     args = ap.parse_args()
@@ -104,6 +144,10 @@ def main():
         cut()
     wait()
     pipelined = (time.perf_counter() - start) / args.steps
+    against_cpp = None
+    if args.against_cpp and args.framework == "lazytensor":
+        against_cpp = compare_with_cpp(params, grads, exp_avgs, exp_avg_sqs, args.steps,
+                                       args.against_cpp)
     ops = OPS_PER_PARAM * len(shapes)
     later = loop_seconds[2:]  # the first steps compile
     print(json.dumps({
@@ -114,6 +158,7 @@ def main():
         "us_per_op": 1e6 * statistics.median(later) / ops,
         "step_ms": 1e3 * statistics.median(step_seconds[2:]),
         "pipelined_step_ms": 1e3 * pipelined,
+        **({"against_cpp": against_cpp} if against_cpp else {}),
     }))
 
 
