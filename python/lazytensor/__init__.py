@@ -269,6 +269,27 @@ def _array(self, dtype=None, copy=None):
     return array if dtype is None else array.astype(dtype)
 
 
+class MaxResult(tuple):
+    """t.max(dim): (values, indices), also by name, as torch.return_types.max."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+
+_engine_max = Tensor.max
+
+
+def _max(self, dim=None, keepdim=False):
+    """The largest element, or with ``dim`` the (values, indices) along it."""
+    result = _engine_max(self, dim, keepdim)
+    return result if dim is None else MaxResult(*result)
+
+
 def _tolist(self):
     """The values as nested Python lists (waits for them)."""
     return self.numpy().tolist()
@@ -289,6 +310,7 @@ Tensor.__array__ = _array
 Tensor.__iter__ = _iter
 Tensor.tolist = _tolist
 Tensor.type_as = _type_as
+Tensor.max = _max
 
 from . import nn, optim  # noqa: E402  (they use the names above)
 

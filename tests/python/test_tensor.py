@@ -147,6 +147,7 @@ def test_reductions_match_numpy(rng):
     values, indices = t.max(2)
     close(values, a.max(2))
     np.testing.assert_array_equal(indices.numpy(), a.argmax(2))
+    np.testing.assert_array_equal(t.max(dim=0).indices.numpy(), a.argmax(0))
     np.testing.assert_array_equal(t.argmax().numpy(), a.argmax())
     close(t.norm(), np.linalg.norm(a), rtol=1e-5)
     close(t.var(1), a.var(1, ddof=1), rtol=1e-4)
