@@ -94,6 +94,8 @@ class SGD {
   void step();
   void zero_grad(bool set_to_none = true);
   void set_lr(double lr);
+  const std::vector<ParamGroup<SGDOptions>>& groups() const { return groups_; }
+  std::vector<ParamGroup<SGDOptions>>& groups() { return groups_; }
   const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
 
  private:

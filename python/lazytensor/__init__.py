@@ -5,6 +5,7 @@ it once (cached by its structure) and runs it asynchronously while Python traces
 Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them.
 """
 import builtins as _builtins
+import operator as _operator
 
 import numpy as _np
 
@@ -26,7 +27,6 @@ from ._C import (  # noqa: F401 (re-exported)
     dtype,
     embedding,
     erf,
-    from_dlpack,
     generator_state,
     is_grad_enabled,
     kernel_cache_dir,
@@ -51,7 +51,6 @@ from ._C import (  # noqa: F401 (re-exported)
     set_debug,
     set_device_memory_limit,
     set_generator_state,
-    set_grad_enabled,
     set_graph_warn_nodes,
     set_kernel_cache_bytes,
     set_kernel_cache_dir,
@@ -88,13 +87,14 @@ _NUMPY_OF = {float32: _np.float32, float64: _np.float64, int32: _np.int32, int64
 
 
 _builtin_int = _builtins.int
+_builtin_bool = _builtins.bool
 
 
 def _sizes(size):
-    """Sizes as PyTorch's factories take them: zeros(2, 3) or zeros((2, 3))."""
-    if len(size) == 1 and not isinstance(size[0], _builtin_int):
-        return [_builtin_int(s) for s in size[0]]
-    return [_builtin_int(s) for s in size]
+    """Sizes as PyTorch's factories take them: zeros(2, 3) or zeros((2, 3)); ints only."""
+    if len(size) == 1 and not hasattr(size[0], "__index__"):
+        size = size[0]
+    return [_operator.index(s) for s in size]
 
 
 def _finish(t, requires_grad):
@@ -112,12 +112,16 @@ def tensor(data, dtype=None, requires_grad=False):
         t = data.detach().clone()
         return _finish(t if dtype is None else t.to(dtype), requires_grad)
     array = _np.asarray(data)
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"tensor: cannot make a tensor of {array.dtype} values")
+    if array.dtype.kind == "u" and array.size and array.max() > _np.iinfo(_np.int64).max:
+        raise OverflowError("tensor: a value does not fit in int64")
     if dtype is not None:
         if dtype in (bfloat16, float16):
             return _finish(_C._from_array(_np.require(array, _np.float32, "C")).to(dtype),
                            requires_grad)
         array = array.astype(_NUMPY_OF[dtype], copy=False)
-    elif not isinstance(data, _np.ndarray):
+    elif not isinstance(data, (_np.ndarray, _np.generic)):
         if array.dtype == _np.float64:
             array = array.astype(_np.float32)
         elif array.dtype.kind in "iu":
@@ -132,6 +136,17 @@ def tensor(data, dtype=None, requires_grad=False):
 def from_numpy(array):
     """A tensor with a copy of ``array``'s values, keeping its dtype."""
     return _C._from_array(_np.require(array, requirements="C"))
+
+
+def from_dlpack(ext_tensor):
+    """A tensor over a DLPack producer's memory (torch.Tensor, NumPy array, ...): in place when it
+    is C-contiguous host memory, else a copy in C order."""
+    try:
+        return _C.from_dlpack(ext_tensor)
+    except Error as e:
+        if "not C-contiguous" not in str(e):
+            raise
+    return tensor(_np.from_dlpack(ext_tensor))
 
 
 def zeros(*size, dtype=float32, requires_grad=False):
@@ -173,14 +188,20 @@ def arange(start, end=None, step=1, dtype=None):
 
 
 class no_grad:
-    """Context manager (and decorator) under which no op is recorded for autograd."""
+    """Context manager (and decorator, with or without parentheses) under which no op is
+    recorded for autograd."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)  # @lt.no_grad without parentheses
 
     def __enter__(self):
         self._previous = is_grad_enabled()
-        set_grad_enabled(False)
+        _C.set_grad_enabled(False)
 
     def __exit__(self, *exc):
-        set_grad_enabled(self._previous)
+        _C.set_grad_enabled(self._previous)
         return False
 
     def __call__(self, fn):
@@ -192,12 +213,28 @@ class no_grad:
         return wrapper
 
 
+class set_grad_enabled:
+    """Sets grad mode now (as a function), or for a with-block (as a context manager, restoring
+    the previous mode on exit), as torch.set_grad_enabled."""
+
+    def __init__(self, mode):
+        self._previous = is_grad_enabled()
+        _C.set_grad_enabled(_builtins.bool(mode))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _C.set_grad_enabled(self._previous)
+        return False
+
+
 class enable_grad(no_grad):
     """Context manager (and decorator) that records ops for autograd again."""
 
     def __enter__(self):
         self._previous = is_grad_enabled()
-        set_grad_enabled(True)
+        _C.set_grad_enabled(True)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=False, allow_unused=False):
@@ -217,7 +254,13 @@ def _index(self, index):
     """t[...] with ints, slices, None, Ellipsis and 1-D integer tensors, as views."""
     if not isinstance(index, tuple):
         index = (index,)
-    specified = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if _builtins.sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if _builtins.sum(1 for i in index if isinstance(i, Tensor)) > 1:
+        raise IndexError("indexing with more than one tensor is not supported yet")
+    if any(isinstance(i, (_builtin_bool, _np.bool_)) for i in index):
+        raise IndexError("boolean indices are not supported yet")
+    specified = _builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
     if specified > self.ndim:
         raise IndexError(f"too many indices for a tensor of rank {self.ndim}")
     out, dim = self, 0
@@ -303,6 +346,40 @@ def _type_as(self, other):
     return self.to(other.dtype)
 
 
+_engine_to = Tensor.to
+
+
+def _to(self, *args, dtype=None, device=None, copy=False):
+    """t.to(dtype), t.to("cpu"), t.to(other): the dtype changes; CPU is the only device."""
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str):
+            device = a
+        else:
+            raise TypeError(f"to: unexpected argument {a!r}")
+    if device is not None and not str(device).startswith("cpu"):
+        raise Error(f"to: device '{device}' is not available (lazytensor runs on CPU devices)")
+    if dtype is None or dtype == self.dtype:
+        return self.clone() if copy else self
+    return _engine_to(self, dtype)
+
+
+def _format(self, spec):
+    """f"{loss:.4f}": a one-element tensor formats as its value (waits for it)."""
+    if self.numel() == 1:
+        return format(self.item(), spec)
+    return format(str(self), spec)
+
+
+def _index_value(self):
+    if self.numel() != 1 or self.dtype not in (int64, int32):
+        raise TypeError("only integer tensors of a single element can be used as an index")
+    return self.item()
+
+
 Tensor.__getitem__ = _index
 Tensor.__repr__ = _repr
 Tensor.__str__ = _str
@@ -311,7 +388,55 @@ Tensor.__iter__ = _iter
 Tensor.tolist = _tolist
 Tensor.type_as = _type_as
 Tensor.max = _max
+Tensor.to = _to
+Tensor.cpu = lambda self: self  # noqa: E731 (the only device)
+Tensor.__format__ = _format
+Tensor.__index__ = _index_value
+Tensor.data = property(lambda self: self.detach(), doc="The value, cut off from autograd")
+# NumPy on the left of an operator defers to the tensor's reflected operator instead of
+# turning the tensor into an array (which would leave autograd and wait for the device).
+Tensor.__array_ufunc__ = None
+
+
+def where(condition, input, other):
+    """torch.where; input and other may be numbers."""
+    like = input if isinstance(input, Tensor) else other if isinstance(other, Tensor) else None
+    kind = like.dtype if like is not None else float32
+
+    def as_tensor(v):
+        return v if isinstance(v, Tensor) else _C.full([], _builtins.float(v), kind)
+
+    return _C.where(condition, as_tensor(input), as_tensor(other))
+
+
+def stack(tensors, dim=0):
+    """torch.stack: the tensors joined along a new dim."""
+    tensors = list(tensors)
+    if not tensors:
+        raise Error("stack: expects a non-empty list of tensors")
+    if dim < 0:
+        dim += tensors[0].ndim + 1
+    return cat([t.unsqueeze(dim) for t in tensors], dim)
+
+
+def _method_as_function(name):
+    def function(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    function.__name__ = name
+    function.__doc__ = f"torch.{name}: the same as Tensor.{name}."
+    return function
+
+
+for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "sign",
+              "sum", "mean", "amax", "argmax", "norm", "var", "clamp", "pow", "maximum",
+              "minimum", "lerp", "addcmul", "addcdiv", "reshape", "flatten", "transpose",
+              "permute", "unsqueeze", "squeeze", "narrow", "select", "index_select",
+              "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "clone", "detach"):
+    globals()[_name] = _method_as_function(_name)
 
 from . import nn, optim  # noqa: E402  (they use the names above)
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# `from lazytensor import *` must not shadow Python's builtins (bool, int, float, sum, abs, ...).
+__all__ = [name for name in dir()
+           if not name.startswith("_") and not hasattr(_builtins, name) and name not in
+           ("double", "long")]

@@ -9,6 +9,9 @@ from ._C import Tensor
 
 def _groups(params, defaults):
     """torch.optim's param_groups: an iterable of tensors, or of dicts with 'params'."""
+    if isinstance(params, Tensor):
+        raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                        "or dicts, but got a Tensor")
     params = list(params)
     if not params:
         raise _C.Error("optimizer: got an empty parameter list")
@@ -16,10 +19,15 @@ def _groups(params, defaults):
         groups = [dict(defaults, **g) for g in params]
     else:
         groups = [dict(defaults, params=params)]
+    seen = set()
     for g in groups:
-        g["params"] = list(g["params"])
-        if any(not isinstance(p, Tensor) for p in g["params"]):
-            raise _C.Error("optimizer: params must be tensors")
+        g["params"] = [g["params"]] if isinstance(g["params"], Tensor) else list(g["params"])
+        for p in g["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer: params must be tensors, got {type(p).__name__}")
+            if id(p) in seen:
+                raise _C.Error("optimizer: a parameter appears in more than one place")
+            seen.add(id(p))
     return groups
 
 
@@ -84,9 +92,7 @@ class SGD(_Optimizer):
         o.weight_decay, o.nesterov = float(g["weight_decay"]), g["nesterov"]
         return o
 
-    def step(self):
-        self._engine.set_lr(float(self.param_groups[0]["lr"]))
-        self._engine.step()
+
 
 
 class LambdaSchedule:

@@ -86,6 +86,9 @@ void bind_data(nb::module_& m) {
       [](const std::string& path, nb::dict tensors, const lt::safetensors::Metadata& metadata) {
         std::vector<lt::safetensors::NamedTensor> named;
         for (auto [name, value] : tensors) {
+          if (!nb::isinstance<lt::Tensor>(value) || !nb::isinstance<nb::str>(name)) {
+            throw nb::type_error("safetensors.save: expects a dict of str -> lazytensor.Tensor");
+          }
           named.push_back({nb::cast<std::string>(name), nb::cast<lt::Tensor>(value)});
         }
         const nb::gil_scoped_release release;

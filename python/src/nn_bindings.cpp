@@ -103,6 +103,12 @@ void bind_nn(nb::module_& m) {
       .def("zero_grad", &lt::optim::SGD::zero_grad, "set_to_none"_a = true)
       .def("set_lr", &lt::optim::SGD::set_lr, "lr"_a)
       .def(
+          "set_group_options",
+          [](lt::optim::SGD& o, size_t g, const SGDOptions& options) {
+            o.groups().at(g).options = options;
+          },
+          "group"_a, "options"_a)
+      .def(
           "state",
           [](const lt::optim::SGD& o, size_t group, size_t param) {
             const lt::optim::SGD::State& s = o.state(group, param);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
@@ -44,13 +45,24 @@ std::vector<int> dims_of(const Dims& dims, const Tensor& t) {
   return std::get<std::vector<int>>(*dims);
 }
 
+// An integer from anything with __index__ (Python and NumPy ints); TypeError otherwise.
+int64_t index_value(nb::handle h) {
+  PyObject* index = PyNumber_Index(h.ptr());
+  if (!index) throw nb::python_error();
+  const long long value = PyLong_AsLongLong(index);
+  Py_DECREF(index);
+  if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+  return value;
+}
+
 // Sizes given as PyTorch takes them: t.reshape(2, 3) or t.reshape((2, 3)).
 std::vector<int64_t> sizes_of(const nb::args& args) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) {
-    return nb::cast<std::vector<int64_t>>(args[0]);
-  }
   std::vector<int64_t> sizes;
-  for (nb::handle a : args) sizes.push_back(nb::cast<int64_t>(a));
+  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) {
+    for (nb::handle a : nb::iter(args[0])) sizes.push_back(index_value(a));
+    return sizes;
+  }
+  for (nb::handle a : args) sizes.push_back(index_value(a));
   return sizes;
 }
 
@@ -153,17 +165,38 @@ nb::object to_dlpack(const Tensor& t) {
   return nb::cast(array);  // without a framework, nanobind returns the DLPack capsule itself
 }
 
-// The ndarray an imported tensor reads, dropped by the interpreter's main thread: the engine
-// may release the memory on its device thread, which must not wait for the GIL (the thread
-// holding the GIL may be waiting for the device).
-int drop_imported(void* held) {
-  delete static_cast<nb::ndarray<nb::ro, nb::device::cpu>*>(held);
+// Imported arrays the engine no longer reads, dropped with the GIL held: the engine may release
+// them on its device thread, which must never wait for the GIL (the thread holding it may be
+// waiting for the device). The device thread only queues them; the interpreter's main thread
+// drops the queue through Py_AddPendingCall, and every import drops it too (so a full queue of
+// pending calls delays the drop, never loses it).
+using ImportedArray = nb::ndarray<nb::ro, nb::device::cpu>;
+std::mutex g_released_mu;
+std::vector<ImportedArray*> g_released;
+
+int drop_released_arrays(void*) {
+  std::vector<ImportedArray*> dropping;
+  {
+    const std::lock_guard<std::mutex> lock(g_released_mu);
+    dropping.swap(g_released);
+  }
+  for (ImportedArray* array : dropping) delete array;
   return 0;
 }
 
-// A tensor over a DLPack producer's memory (a torch or NumPy array), without a copy when it is
-// C-contiguous host memory of a dtype lazytensor holds; otherwise a copy.
-Tensor from_dlpack(nb::ndarray<nb::ro, nb::device::cpu> array) {
+void release_imported(ImportedArray* array) {
+  bool first;
+  {
+    const std::lock_guard<std::mutex> lock(g_released_mu);
+    first = g_released.empty();
+    g_released.push_back(array);
+  }
+  if (first) Py_AddPendingCall(&drop_released_arrays, nullptr);
+}
+
+// A tensor over a DLPack producer's memory (a torch or NumPy array), without a copy: C-contiguous
+// host memory of a dtype lazytensor holds (lt.from_dlpack copies other layouts first).
+Tensor from_dlpack(ImportedArray array) {
   const DType dtype = dtype_of_dlpack(array.dtype());
   std::vector<int64_t> sizes(array.ndim());
   for (size_t d = 0; d < array.ndim(); ++d) sizes[d] = static_cast<int64_t>(array.shape(d));
@@ -176,11 +209,10 @@ Tensor from_dlpack(nb::ndarray<nb::ro, nb::device::cpu> array) {
   if (!contiguous) {
     throw lt::Error("from_dlpack: the array is not C-contiguous; call .contiguous() on it first");
   }
-  auto* held = new nb::ndarray<nb::ro, nb::device::cpu>(array);
-  // Should the interpreter's queue of pending calls be full, the producer's array stays
-  // alive: the safe failure.
+  drop_released_arrays(nullptr);
+  auto* held = new ImportedArray(array);
   return lt::from_external(array.data(), lt::Shape(sizes), dtype,
-                           [held] { Py_AddPendingCall(&drop_imported, held); });
+                           [held] { release_imported(held); });
 }
 
 lt::Reduction reduction_of(const std::string& name) {
@@ -188,6 +220,14 @@ lt::Reduction reduction_of(const std::string& name) {
   if (name == "sum") return lt::Reduction::sum;
   if (name == "none") return lt::Reduction::none;
   throw lt::Error("reduction: expected 'mean', 'sum' or 'none', got '" + name + "'");
+}
+
+// The one element of an integer or bool tensor, exactly (item() goes through a double, which
+// holds integers only up to 2^53).
+int64_t exact_integer(const Tensor& t) {
+  const nb::gil_scoped_release release;
+  if (t.numel() != 1) t.item();  // throws lt::Error naming item() and the shape
+  return t.to_vector<int64_t>()[0];
 }
 
 template <class Fn>
@@ -241,17 +281,27 @@ void bind_tensor_class(nb::module_& m) {
       // Values on the host.
       .def("item",
            [](const Tensor& t) -> nb::object {
-             double value;
-             {
-               const nb::gil_scoped_release release;
-               value = t.item();
+             if (lt::dtype_is_floating(t.dtype()) || t.dtype() == DType::boolean) {
+               double value;
+               {
+                 const nb::gil_scoped_release release;
+                 value = t.item();
+               }
+               if (t.dtype() == DType::boolean) return nb::bool_(value != 0);
+               return nb::float_(value);
              }
-             if (lt::dtype_is_floating(t.dtype())) return nb::float_(value);
-             if (t.dtype() == DType::boolean) return nb::bool_(value != 0);
-             return nb::int_(static_cast<int64_t>(value));
+             return nb::int_(exact_integer(t));
            })
       .def("numpy", &to_numpy)
-      .def("__dlpack__", [](const Tensor& t, nb::kwargs) { return to_dlpack(t); })
+      // copy=True exports a copy; other keywords of the protocol (stream, max_version) change
+      // nothing for host memory.
+      .def("__dlpack__",
+           [](const Tensor& t, nb::kwargs kwargs) -> nb::object {
+             if (kwargs.contains("copy") && nb::bool_(kwargs["copy"])) {
+               return nb::cast(to_numpy(t)).attr("__dlpack__")();
+             }
+             return to_dlpack(t);
+           })
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
       .def("__bool__",
            [](const Tensor& t) {
@@ -265,6 +315,7 @@ void bind_tensor_class(nb::module_& m) {
            })
       .def("__int__",
            [](const Tensor& t) {
+             if (!lt::dtype_is_floating(t.dtype())) return exact_integer(t);
              const nb::gil_scoped_release release;
              return static_cast<int64_t>(t.item());
            })
@@ -526,19 +577,19 @@ void bind_tensor_class(nb::module_& m) {
   cls.def(
          "sum",
          [](const Tensor& t, const Dims& dim, bool keepdim) {
-           return dim ? t.sum(dims_of(dim, t), keepdim) : t.sum();
+           return dim || keepdim ? t.sum(dims_of(dim, t), keepdim) : t.sum();
          },
          "dim"_a = nb::none(), "keepdim"_a = false)
       .def(
           "mean",
           [](const Tensor& t, const Dims& dim, bool keepdim) {
-            return dim ? t.mean(dims_of(dim, t), keepdim) : t.mean();
+            return dim || keepdim ? t.mean(dims_of(dim, t), keepdim) : t.mean();
           },
           "dim"_a = nb::none(), "keepdim"_a = false)
       .def(
           "amax",
           [](const Tensor& t, const Dims& dim, bool keepdim) {
-            return dim ? t.max(dims_of(dim, t), keepdim) : t.max();
+            return dim || keepdim ? t.max(dims_of(dim, t), keepdim) : t.max();
           },
           "dim"_a = nb::none(), "keepdim"_a = false)
       // t.max() is the largest element; t.max(dim) is (values, indices), as in PyTorch.
@@ -558,7 +609,7 @@ void bind_tensor_class(nb::module_& m) {
       .def(
           "norm",
           [](const Tensor& t, const Dims& dim, bool keepdim) {
-            return dim ? t.norm(dims_of(dim, t), keepdim) : t.norm();
+            return dim || keepdim ? t.norm(dims_of(dim, t), keepdim) : t.norm();
           },
           "dim"_a = nb::none(), "keepdim"_a = false)
       .def(
@@ -615,7 +666,14 @@ void bind_tensor_class(nb::module_& m) {
             if (!g.defined()) return std::nullopt;
             return g;
           },
-          [](Tensor& t, std::optional<Tensor> g) { t.mutable_grad() = g ? *g : Tensor(); },
+          [](Tensor& t, std::optional<Tensor> g) {
+            if (g && (g->shape() != t.shape() || g->dtype() != t.dtype())) {
+              throw lt::Error("grad: the assigned gradient is " + g->shape().str() + " " +
+                              lt::dtype_name(g->dtype()) + ", the tensor " + t.shape().str() + " " +
+                              lt::dtype_name(t.dtype()));
+            }
+            t.mutable_grad() = g ? *g : Tensor();
+          },
           nb::arg("grad").none())
       .def(
           "backward",

@@ -190,6 +190,9 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
   }
   plan.temp_offset.resize(num_temps);
   for (uint32_t t = 0; t < num_temps; ++t) plan.temp_offset[t] = blocks[root[t]].offset;
+  // Empty temporaries (no elements) still get a real address: routines such as memcpy must
+  // not be handed null, even for zero bytes.
+  if (num_temps > 0) plan.arena_bytes = std::max(plan.arena_bytes, kArenaAlignment);
 }
 
 }  // namespace

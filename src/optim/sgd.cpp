@@ -42,6 +42,8 @@ void SGD::step() {
       const bool first = s.step++ == 0;
       if (o.weight_decay != 0) d_p = d_p.add(p, o.weight_decay);
       if (o.momentum != 0) {
+        // Momentum switched on through groups() after construction starts from zeros too.
+        if (!s.momentum_buffer.defined()) s.momentum_buffer = zeros_like(p);
         // torch: buf = d_p on the first step, then buf = momentum * buf + (1 - dampening) * d_p.
         // The buffer starts as zeros, so the first step is the same update with factors 0 and
         // 1 (exactly d_p): scalars, so the first step's graph is every later step's.

@@ -406,11 +406,10 @@ Tensor Tensor::div(double other) const {
 Tensor Tensor::pow(double exponent) const {
   const runtime::TraceScope scope("pow");
   return scalar_op("pow", trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow")),
-                   *this, exponent,
-                   [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
+                   *this, exponent, [](const Tensor& g, const Tensor& x, const Tensor&, double s) {
+                     // x^0 is 1 everywhere: its derivative is 0, also at x = 0 (where the
+                     // formula below would give 0 * inf).
+                     if (s == 0.0) return zeros_like(x);
                      return g * s * x.pow(s - 1.0);
                    });
 }

@@ -16,13 +16,29 @@ class Module:
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
+        params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            modules.pop(name, None)
+            params[name] = value
         elif isinstance(value, Module):
-            self._modules[name] = value
-        elif name in self._parameters and value is None:
-            self._parameters[name] = None
+            params.pop(name, None)
+            modules[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter '{name}' "
+                                "(a Parameter or None is expected)")
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module '{name}' "
+                                "(a Module or None is expected)")
+            modules[name] = None
         object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        object.__delattr__(self, name)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
@@ -30,21 +46,30 @@ class Module:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
-    def named_modules(self, prefix=""):
+    def named_modules(self, prefix="", memo=None):
+        """Each module once (a module shared by two parents is listed where first met)."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
         yield prefix, self
         for name, module in self._modules.items():
-            yield from module.named_modules(f"{prefix}.{name}" if prefix else name)
+            if module is not None:
+                yield from module.named_modules(f"{prefix}.{name}" if prefix else name, memo)
 
     def modules(self):
         return (m for _, m in self.named_modules())
 
     def children(self):
-        return iter(self._modules.values())
+        return (m for m in self._modules.values() if m is not None)
 
     def named_parameters(self, prefix=""):
+        """Each parameter once, under the first name it is met by (tied weights are one)."""
+        seen = set()
         for module_name, module in self.named_modules(prefix):
             for name, p in module._parameters.items():
-                if p is not None:
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
                     yield (f"{module_name}.{name}" if module_name else name), p
 
     def parameters(self):
@@ -205,10 +230,16 @@ class Tanh(Module):
 
 
 class Sequential(Module):
+    """Modules applied in order; given as arguments or as an OrderedDict of named modules."""
+
     def __init__(self, *modules):
         super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, m in modules[0].items():
+                setattr(self, name, m)
+        else:
+            for i, m in enumerate(modules):
+                setattr(self, str(i), m)
 
     def forward(self, x):
         for m in self._modules.values():

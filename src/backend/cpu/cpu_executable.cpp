@@ -544,8 +544,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
   for (int i = 0; i < exe.num_outputs; ++i) slots[exe.num_inputs + i] = args.outputs[i]->data();
   const BufferPtr arena = exe.arena_bytes > 0 ? take_arena(exe.arena_bytes) : nullptr;
   const size_t first_temp = static_cast<size_t>(exe.num_inputs + exe.num_outputs);
-  // Without an arena every temporary is empty (no elements): its slot is never read.
-  for (size_t t = 0; arena && t < exe.temp_offset.size(); ++t) {
+  for (size_t t = 0; t < exe.temp_offset.size(); ++t) {
     slots[first_temp + t] = static_cast<char*>(arena->data()) + exe.temp_offset[t];
   }
 
