@@ -374,6 +374,11 @@ def _format(self, spec):
     return format(str(self), spec)
 
 
+def _cpu(self):
+    """The tensor itself: CPU devices are the only ones."""
+    return self
+
+
 def _index_value(self):
     if self.numel() != 1 or self.dtype not in (int64, int32):
         raise TypeError("only integer tensors of a single element can be used as an index")
@@ -389,10 +394,9 @@ Tensor.tolist = _tolist
 Tensor.type_as = _type_as
 Tensor.max = _max
 Tensor.to = _to
-Tensor.cpu = lambda self: self  # noqa: E731 (the only device)
+Tensor.cpu = _cpu
 Tensor.__format__ = _format
 Tensor.__index__ = _index_value
-Tensor.data = property(lambda self: self.detach(), doc="The value, cut off from autograd")
 # NumPy on the left of an operator defers to the tensor's reflected operator instead of
 # turning the tensor into an array (which would leave autograd and wait for the device).
 Tensor.__array_ufunc__ = None

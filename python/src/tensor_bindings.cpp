@@ -681,7 +681,8 @@ void bind_tensor_class(nb::module_& m) {
             t.backward(gradient ? *gradient : Tensor(), retain_graph);
           },
           "gradient"_a = nb::none(), "retain_graph"_a = false)
-      .def("detach", &Tensor::detach);
+      .def("detach", &Tensor::detach)
+      .def_prop_ro("data", &Tensor::detach, "The value, cut off from autograd (as detach())");
 }
 
 void bind_factories(nb::module_& m) {

@@ -69,3 +69,14 @@ def test_runtime_and_metrics_functions_are_bound():
         if not hasattr(lt.metrics if owner else lt, attr):
             missing.append(n)
     assert not missing, f"runtime functions without a Python binding: {missing}"
+
+
+def test_type_stubs_are_valid_python():
+    """The stubs nanobind's stubgen writes at build time parse (a lambda patched onto Tensor
+    once made them invalid)."""
+    import ast
+
+    stubs = sorted((pathlib.Path(lt.__file__).parent / "_C").glob("*.pyi"))
+    assert stubs, "no stubs next to the extension"
+    for stub in stubs:
+        ast.parse(stub.read_text(), str(stub))
