@@ -145,7 +145,6 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
     root[t] = plan.temp_reuses[t] >= 0 ? root[plan.temp_reuses[t]] : t;
   }
   struct Block {
-    uint32_t root;
     size_t bytes = 0;
     uint32_t begin = UINT32_MAX, end = 0;
     size_t offset = 0;
@@ -153,7 +152,6 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
   std::vector<Block> blocks(num_temps);
   for (uint32_t t = 0; t < num_temps; ++t) {
     Block& b = blocks[root[t]];
-    b.root = root[t];
     b.bytes = std::max(
         b.bytes, (plan.temp_bytes[t] + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
     b.begin = std::min(b.begin, group_first[plan.temp_first_launch[t]]);

@@ -18,6 +18,13 @@ namespace lt {
 
 namespace {
 
+// A tensor holding `data` as its value.
+Tensor tensor_over(runtime::DeviceDataPtr data) {
+  auto impl = std::make_shared<TensorImpl>(data->shape, data->dtype, data->device);
+  impl->set_data(std::move(data));
+  return Tensor(std::move(impl));
+}
+
 // Uploads shape.numel() elements of `dtype` from `values` to the default device.
 Tensor upload(const void* values, const Shape& shape, DType dtype) {
   const Device device = default_device();
@@ -32,9 +39,7 @@ Tensor upload(const void* values, const Shape& shape, DType dtype) {
   } else {
     data = runtime::upload(values, shape, dtype, device);
   }
-  auto impl = std::make_shared<TensorImpl>(shape, dtype, device);
-  impl->set_data(std::move(data));
-  return Tensor(std::move(impl));
+  return tensor_over(std::move(data));
 }
 
 // Counter-based generator (SplitMix64): value i depends only on (seed, i), so the same seed
@@ -144,9 +149,7 @@ Tensor from_external(const void* data, const Shape& shape, DType dtype,
   auto value = std::make_shared<runtime::DeviceData>(shape, dtype, device, std::move(buffer));
   // Held for good by its owner: no step ever writes an output over memory it does not own.
   value->holders.fetch_add(1);
-  auto impl = std::make_shared<TensorImpl>(shape, dtype, device);
-  impl->set_data(std::move(value));
-  return Tensor(std::move(impl));
+  return tensor_over(std::move(value));
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {

@@ -366,7 +366,6 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
   exe->temp_offset = plan.temp_offset;
-  exe->arena_bytes = plan.arena_bytes;
   exe->temporary_bytes = static_cast<int64_t>(plan.arena_bytes);
   exe->donation_candidates = plan.donation_candidates;
 
@@ -542,7 +541,8 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
   std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_offset.size());
   for (int i = 0; i < exe.num_inputs; ++i) slots[i] = args.inputs[i]->data();
   for (int i = 0; i < exe.num_outputs; ++i) slots[exe.num_inputs + i] = args.outputs[i]->data();
-  const BufferPtr arena = exe.arena_bytes > 0 ? take_arena(exe.arena_bytes) : nullptr;
+  const BufferPtr arena =
+      exe.temporary_bytes > 0 ? take_arena(static_cast<size_t>(exe.temporary_bytes)) : nullptr;
   const size_t first_temp = static_cast<size_t>(exe.num_inputs + exe.num_outputs);
   for (size_t t = 0; t < exe.temp_offset.size(); ++t) {
     slots[first_temp + t] = static_cast<char*>(arena->data()) + exe.temp_offset[t];

@@ -70,9 +70,9 @@ class CpuExecutable final : public Executable {
   // Buffer slots: graph inputs, then graph outputs, then temporaries.
   int num_inputs = 0;
   int num_outputs = 0;
-  // Temporaries: where each starts in the arena, and the arena's size (ExecutionPlan).
+  // Temporaries: where each starts in the arena (ExecutionPlan); the arena's size is
+  // Executable::temporary_bytes.
   std::vector<size_t> temp_offset;
-  size_t arena_bytes = 0;
   std::vector<Launch> launches;
 };
 
