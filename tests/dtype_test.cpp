@@ -717,4 +717,73 @@ TEST_P(DtypeTest, Bf16ArithmeticRoundsEveryResult) {
   EXPECT_NEAR(total.item(), static_cast<double>(exact), std::fabs(exact) * 0x1p-7 + 1e-6);
 }
 
+// Stochastic rounding lands on one of the two bf16 values around x, picks the upper one with
+// probability (x - lower) / (upper - lower), leaves bf16 values, NaN and infinities as they
+// are, draws new bits each call, and computes what the reference evaluator computes.
+TEST_P(DtypeTest, StochasticRoundingIsUnbiasedBetweenTheTwoNeighbours) {
+  const int64_t n = 5000;
+  std::vector<float> xs = values(n, -3, 3);
+  xs[0] = 1.0f;
+  xs[1] = -0.5f;
+  xs[2] = kInf;
+  xs[3] = -kInf;
+  xs[4] = std::nanf("");
+  xs[5] = 0x1.fep127f;  // above the largest bf16: rounds up to infinity or down to the largest
+  const Tensor x = lt::from_vector(xs, {n});
+  const Tensor rounded = lt::stochastic_round(x);
+  const Tensor again = lt::stochastic_round(x);
+  EXPECT_EQ(rounded.dtype(), DType::bf16);
+  const std::vector<double> reference = lt::reference::evaluate(rounded);
+  lt::mark_step();
+  const std::vector<double> got = rounded.to_vector<double>();
+  const std::vector<double> second = again.to_vector<double>();
+  size_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = xs[i];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(got[i]));
+      continue;
+    }
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    const double down = std::bit_cast<float>(bits & 0xffff0000u);  // toward zero
+    const double up =
+        bits & 0xffffu ? static_cast<double>(std::bit_cast<float>((bits & 0xffff0000u) + 0x10000u))
+                       : down;
+    ASSERT_TRUE(got[i] == down || got[i] == up) << i << ": " << v << " became " << got[i];
+    ASSERT_EQ(got[i], reference[i]) << i;
+    differ += got[i] != second[i];
+  }
+  EXPECT_EQ(got[0], 1.0);
+  EXPECT_EQ(got[1], -0.5);
+  EXPECT_EQ(got[2], kInf);
+  EXPECT_EQ(got[3], -kInf);
+  EXPECT_GT(differ, n / 10u) << "two draws gave (nearly) the same bits";
+
+  // Unbiased: 1 + 3 * 2^-10 lies 3/8 of the way from 1 to the next bf16 (1 + 2^-7).
+  const int64_t m = 40000;
+  const float between = 1.0f + 3 * 0x1p-10f;
+  const Tensor many = lt::stochastic_round(lt::full({m}, between));
+  const std::vector<double> r = many.to_vector<double>();
+  double ups = 0;
+  for (double v : r) {
+    ASSERT_TRUE(v == 1.0 || v == 1.0 + 0x1p-7) << v;
+    ups += v != 1.0;
+  }
+  // 3/8 of them up, within 5 standard deviations (0.0024 each).
+  EXPECT_NEAR(ups / m, 0.375, 0.012);
+
+  // The same seed gives the same bits (the NaN at 4 aside, which equals nothing).
+  xs[4] = 0.1f;
+  const Tensor finite = lt::from_vector(xs, {n});
+  lt::manual_seed(7);
+  const std::vector<double> first = lt::stochastic_round(finite).to_vector<double>();
+  lt::manual_seed(7);
+  EXPECT_EQ(lt::stochastic_round(finite).to_vector<double>(), first);
+  expect_mentions(error_message([&] { (void)lt::stochastic_round(x, DType::f16); }),
+                  {"stochastic_round", "f16"});
+  const Tensor ids = lt::from_vector(std::vector<int64_t>{1, 2}, {2});
+  expect_mentions(error_message([&] { (void)lt::stochastic_round(ids); }),
+                  {"stochastic_round", "i64"});
+}
+
 }  // namespace

@@ -209,6 +209,115 @@ TEST_F(OptimTest, TorchAdamWMatchesReference) {
   }
 }
 
+// Precision::mixed: the f32 master weights follow the reference update driven by the bf16
+// gradients exactly as fp32 does, the moments are f32, and the bf16 parameters are the masters
+// rounded to nearest, all written by one kernel launch a step.
+TEST_F(OptimTest, MixedPrecisionKeepsF32MastersOfBf16Parameters) {
+  for (AdamW::Flavor flavor : {AdamW::Flavor::huggingface, AdamW::Flavor::torch}) {
+    SCOPED_TRACE(flavor == AdamW::Flavor::torch ? "torch" : "huggingface");
+    const std::vector<Shape> shapes = {{3, 17}, {40}, {5, 7}};
+    const AdamWOptions options{
+        .lr = 0.01, .weight_decay = 0.1, .precision = lt::optim::Precision::mixed};
+    ParamGroup<AdamWOptions> group;
+    group.options = options;
+    std::vector<RefParam> ref;
+    for (const Shape& shape : shapes) {
+      group.params.push_back(lt::from_vector(values(shape.numel()), shape).to(lt::DType::bf16));
+      group.grads.push_back(lt::zeros(shape, lt::DType::bf16));
+      ref.emplace_back(group.params.back().to_vector<double>());
+    }
+    const std::vector<Tensor> params = group.params;
+    AdamW optimizer({group}, flavor);
+    const auto reference = flavor == AdamW::Flavor::huggingface ? hf_adamw_ref : torch_adamw_ref;
+    int64_t launches = 0;
+    for (int step = 0; step < 6; ++step) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        optimizer.groups()[0].grads[i] =
+            lt::from_vector(values(shapes[i].numel()), shapes[i]).to(lt::DType::bf16);
+      }
+      lt::mark_step();  // the gradients are inputs of the step, as a backward pass leaves them
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        reference(ref[i], optimizer.groups()[0].grads[i].to_vector<double>(), options);
+      }
+      const int64_t before = counter("KernelLaunch");
+      optimizer.step();
+      lt::mark_step();
+      lt::wait_device_ops();
+      launches = counter("KernelLaunch") - before;
+    }
+    EXPECT_EQ(launches, 1) << "the step is one fused launch over every parameter";
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      SCOPED_TRACE("parameter " + std::to_string(i));
+      const AdamW::State& state = optimizer.state(0, i);
+      ASSERT_TRUE(state.master.defined());
+      EXPECT_EQ(state.master.dtype(), lt::DType::f32);
+      EXPECT_EQ(state.exp_avg.dtype(), lt::DType::f32);
+      EXPECT_EQ(state.exp_avg_sq.dtype(), lt::DType::f32);
+      EXPECT_EQ(params[i].dtype(), lt::DType::bf16);
+      const Vec master = state.master.to_vector<double>();
+      expect_close(master, ref[i].p, kF32);
+      expect_close(state.exp_avg.to_vector<double>(), ref[i].m, kF32);
+      expect_close(state.exp_avg_sq.to_vector<double>(), ref[i].v, kRelative);
+      EXPECT_EQ(params[i].to_vector<double>(),
+                state.master.to(lt::DType::bf16).to_vector<double>());
+    }
+  }
+}
+
+// Small steps on bf16 weights: rounded to nearest, an update below half a bf16 ulp is lost
+// (Precision::fp32 on bf16 parameters stalls); rounded stochastically (Precision::bf16) it is
+// kept on average, and the fit tracks the f32 one, as mixed precision does with its masters.
+TEST_F(OptimTest, Bf16StateWithStochasticRoundingTracksFp32) {
+  const int64_t n = 4096;
+  const std::vector<float> start = values(n, 0.5, 1.0), target = values(n, 0.5, 1.0);
+  auto final_loss = [&](lt::optim::Precision precision, lt::DType dtype) {
+    Tensor w = lt::from_vector(start, {n}).to(dtype).requires_grad_();
+    const Tensor t = lt::from_vector(target, {n}).to(dtype);
+    // lr 1e-3 is about a quarter of the bf16 ulp of weights in [0.5, 1).
+    AdamW optimizer({w}, {.lr = 1e-3, .precision = precision});
+    double loss = 0;
+    for (int step = 0; step < 250; ++step) {
+      const Tensor diff = w - t;
+      const Tensor l = (diff * diff).mean();
+      l.backward();
+      optimizer.step();
+      optimizer.zero_grad();
+      lt::mark_step();
+      loss = l.to(lt::DType::f32).item();
+    }
+    return loss;
+  };
+  const double initial = [&] {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += (start[i] - target[i]) * (start[i] - target[i]);
+    return sum / n;
+  }();
+  const double fp32 = final_loss(lt::optim::Precision::fp32, lt::DType::f32);
+  const double mixed = final_loss(lt::optim::Precision::mixed, lt::DType::bf16);
+  const double bf16 = final_loss(lt::optim::Precision::bf16, lt::DType::bf16);
+  const double nearest = final_loss(lt::optim::Precision::fp32, lt::DType::bf16);
+  EXPECT_LT(fp32, 0.2 * initial);
+  // Within what bf16 weights can express: a quarter ulp squared at 1 is 2.4e-6.
+  EXPECT_NEAR(mixed, fp32, 0.1 * fp32 + 1e-5);
+  EXPECT_NEAR(bf16, fp32, 0.1 * fp32 + 1e-5);
+  EXPECT_GT(nearest, 0.9 * initial) << "rounding to nearest was expected to lose the updates";
+}
+
+TEST_F(OptimTest, PrecisionsAreNamedAndChecked) {
+  for (auto p :
+       {lt::optim::Precision::fp32, lt::optim::Precision::mixed, lt::optim::Precision::bf16}) {
+    EXPECT_EQ(lt::optim::parse_precision(lt::optim::precision_name(p)), p);
+  }
+  expect_mentions(error_message([] { (void)lt::optim::parse_precision("fp8"); }),
+                  {"precision", "fp8"});
+  Tensor w = lt::zeros({3}).requires_grad_();
+  expect_mentions(error_message([&] { AdamW({w}, {.precision = lt::optim::Precision::mixed}); }),
+                  {"AdamW", "mixed", "f32"});
+  AdamW optimizer({w}, {.precision = lt::optim::Precision::bf16});
+  optimizer.groups()[0].options.precision = lt::optim::Precision::fp32;
+  expect_mentions(error_message([&] { optimizer.step(); }), {"AdamW", "precision", "bf16", "fp32"});
+}
+
 // amsgrad switched on through groups() after some steps: the running maximum starts then, from
 // zeros, and the step goes on without error.
 TEST_F(OptimTest, AmsgradSwitchedOnLaterStartsItsMaximumThen) {

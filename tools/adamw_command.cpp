@@ -38,12 +38,16 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   r.params = models::parameter_count(specs);
 
   // Parameters ~ N(0, 0.02^2) and gradients ~ N(0, 1e-6), reproducible by seed.
+  // Every precision but fp32 is for a bf16 model: bf16 parameters and gradients.
   optim::ParamGroup<optim::AdamWOptions> group;
   group.options.lr = o.lr;
   group.options.weight_decay = o.weight_decay;
+  group.options.precision = optim::parse_precision(o.precision);
+  const DType model_dtype =
+      group.options.precision == optim::Precision::fp32 ? DType::f32 : DType::bf16;
   for (size_t i = 0; i < specs.size(); ++i) {
-    group.params.push_back(randn(specs[i].shape, 2 * i + 1).mul_(0.02));
-    group.grads.push_back(randn(specs[i].shape, 2 * i + 2).mul_(1e-3));
+    group.params.push_back(randn(specs[i].shape, 2 * i + 1).mul_(0.02).to(model_dtype));
+    group.grads.push_back(randn(specs[i].shape, 2 * i + 2).mul_(1e-3).to(model_dtype));
   }
   mark_step();
   wait_device_ops();
@@ -55,6 +59,20 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   auto schedule = optim::make_schedule(o.schedule, o.warmup < 0 ? o.steps / 10 : o.warmup, o.steps);
   std::vector<Tensor>& params = optimizer.groups()[0].params;
   std::vector<Tensor>& grads = optimizer.groups()[0].grads;
+  double step_bytes = 0;
+  auto bytes = [](const Tensor& t) {
+    return t.defined() ? static_cast<double>(t.numel() * dtype_size(t.dtype())) : 0.0;
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    const optim::AdamW::State& s = optimizer.state(0, i);
+    // Mixed precision writes the parameters without reading them (the masters are read).
+    const double param_passes = group.options.precision == optim::Precision::mixed ? 1 : 2;
+    step_bytes += param_passes * bytes(params[i]) + bytes(grads[i]);
+    for (const Tensor* t : {&s.exp_avg, &s.exp_avg_sq, &s.max_exp_avg_sq, &s.master}) {
+      step_bytes += 2 * bytes(*t);
+    }
+  }
+  r.bytes_per_param = step_bytes / static_cast<double>(r.params);
   auto one_step = [&](int64_t step) {
     optimizer.set_lr(schedule->lr(o.lr, step));
     if (o.clip_norm > 0) clip_grad_norm_(grads, o.clip_norm);
@@ -155,7 +173,7 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
       roof.push_back(roof_seconds);
       ratios.push_back(roof_seconds / device_seconds);
     }
-    const double bytes = 28.0 * static_cast<double>(n);
+    const double bytes = r.bytes_per_param * static_cast<double>(n);
     r.roofline_gbs = bytes / median(roof) / 1e9;
     r.effective_gbs = bytes / median(step_device) / 1e9;
     r.roofline_fraction = median(ratios);
@@ -175,6 +193,8 @@ json to_json(const AdamWCommandOptions& o, const RunResult& r) {
           {"tensors", r.tensors},
           {"steps", o.steps},
           {"scalar_policy", r.policy},
+          {"precision", o.precision},
+          {"bytes_per_param", r.bytes_per_param},
           {"schedule", o.schedule},
           {"clip_norm", o.clip_norm},
           {"kernel_compiler", kernel_compiler()},
@@ -255,9 +275,10 @@ int run_adamw_command(const AdamWCommandOptions& o) {
   }
   const auto specs = models::parameter_shapes(o.model);
   std::printf(
-      "HF AdamW on %s: %zu tensors, %lld parameters, %d steps, schedule %s%s, kernels: %s\n",
+      "HF AdamW on %s: %zu tensors, %lld parameters, %d steps, schedule %s%s, precision %s, "
+      "kernels: %s\n",
       o.model.c_str(), specs.size(), static_cast<long long>(models::parameter_count(specs)),
-      o.steps, o.schedule.c_str(), o.clip_norm > 0 ? ", grad clipping" : "",
+      o.steps, o.schedule.c_str(), o.clip_norm > 0 ? ", grad clipping" : "", o.precision.c_str(),
       kernel_compiler().c_str());
   std::vector<RunResult> results;
   json runs = json::array();
@@ -286,6 +307,8 @@ int run_adamw_command(const AdamWCommandOptions& o) {
                 static_cast<long long>(later_compiles), results[i].host_wait_per_step * 1e3,
                 results[i].effective_gbs, results[i].roofline_fraction);
   }
+  std::printf("(precision %s: %.2f bytes read and written per parameter a step)\n",
+              o.precision.c_str(), results.front().bytes_per_param);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << (o.compare ? json{{"runs", runs}} : runs[0]).dump(2);

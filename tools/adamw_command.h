@@ -19,6 +19,7 @@ struct AdamWCommandOptions {
   int warmup = -1;  // -1: a tenth of the steps
   double lr = 1e-3;
   double weight_decay = 0.01;
+  std::string precision = "fp32";
   int roofline_steps = 5;
   bool compare = false;
   bool quiet = false;
@@ -29,6 +30,10 @@ struct AdamWCommandOptions {
 struct RunResult {
   std::string policy;
   int64_t params = 0, tensors = 0;
+  // Bytes a step reads and writes per parameter: the parameters (read and written), the
+  // gradients (read) and every state tensor the optimizer keeps (read and written), counted
+  // from the tensors' dtypes.
+  double bytes_per_param = 0;
   std::vector<double> step_seconds, trace_seconds;
   std::vector<int64_t> sync_transfers, compiles, ops;
   std::map<std::string, int64_t> counters_total, counters_after_first;

@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   adamw->add_option("--warmup", adamw_options.warmup, "warm-up steps (default: a tenth)");
   adamw->add_option("--lr", adamw_options.lr, "learning rate")->capture_default_str();
+  adamw
+      ->add_option("--precision", adamw_options.precision,
+                   "fp32 (f32 parameters, gradients, moments); mixed (bf16 parameters and "
+                   "gradients, f32 masters and moments); bf16 (everything bf16, stochastically "
+                   "rounded)")
+      ->capture_default_str();
   adamw->add_option("--weight-decay", adamw_options.weight_decay, "weight decay")
       ->capture_default_str();
   adamw

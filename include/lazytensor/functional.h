@@ -56,6 +56,12 @@ void set_generator_state(const GeneratorState& state);
 // Uniform on [0, 1) from the generator (one draw per call), as torch.rand(shape): computed on
 // the device inside the kernels that use the values, never uploaded.
 Tensor rand(const Shape& shape, DType dtype = DType::f32);
+// x rounded to bf16 up or down at random, with the probability of each proportional to
+// x's distance from the other, so the result's expectation is x (stochastic rounding: a sum
+// of small updates to a bf16 value, which rounding to nearest would drop, is kept on average).
+// One draw of the generator per call; the bits come from a counter-based hash of the draw and
+// each element's position, computed inside the kernel. No gradient (the optimizer's tool).
+Tensor stochastic_round(const Tensor& x, DType dtype = DType::bf16);
 // Standard normal from the generator, as torch.randn(shape). Made on the host from a seed the
 // draw determines and uploaded asynchronously: it is for initial weights, once per run.
 Tensor randn(const Shape& shape, DType dtype = DType::f32);

@@ -23,6 +23,25 @@ struct ParamGroup {
   Options options;
 };
 
+// How AdamW stores what it keeps and writes (`lazytensor adamw --precision`). Whatever the
+// storage, the update is computed in f32 registers inside one fused kernel, and only what is
+// stored is rounded.
+enum class Precision {
+  // Moments in the parameters' dtype, and the update computed in it (torch.optim's rule).
+  fp32,
+  // For bf16 or f16 parameters: f32 master weights and f32 moments (DeepSpeed's and Intel's
+  // mixed precision); the parameters are the master weights rounded to nearest, written by
+  // the same kernel. About as many bytes a step as fp32, half the model's weights.
+  mixed,
+  // bf16 moments, rounded to nearest; bf16 parameters, rounded stochastically
+  // (lt::stochastic_round), so updates far below a bf16 ulp still move the weights on average.
+  bf16,
+};
+// "fp32", "mixed", "bf16".
+const char* precision_name(Precision precision);
+// The inverse of precision_name; throws lt::Error for other names.
+Precision parse_precision(const std::string& name);
+
 struct AdamWOptions {
   double lr = 1e-3;
   double beta1 = 0.9;
@@ -31,6 +50,8 @@ struct AdamWOptions {
   double weight_decay = 0.0;
   bool correct_bias = true;  // HuggingFace flavour only
   bool amsgrad = false;      // torch flavour only
+  // Fixed once the group's state exists (the constructor makes it): step() refuses a change.
+  Precision precision = Precision::fp32;
 };
 
 class AdamW {
@@ -43,6 +64,8 @@ class AdamW {
     int64_t step = 0;
     // Zeros from the constructor on; max_exp_avg_sq only with amsgrad (torch flavour).
     Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
+    // Precision::mixed: the parameter's f32 master copy, taken when the state is created.
+    Tensor master;
   };
 
   AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor = Flavor::huggingface);
@@ -70,6 +93,7 @@ class AdamW {
 
   std::vector<ParamGroup<AdamWOptions>> groups_;
   std::vector<std::vector<State>> state_;
+  std::vector<Precision> state_precision_;  // per group: the precision its state was made for
   Flavor flavor_;
 };
 

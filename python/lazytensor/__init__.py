@@ -62,6 +62,7 @@ from ._C import (  # noqa: F401 (re-exported)
     set_tiered_compilation,
     softmax,
     special_scalars,
+    stochastic_round,
     text,
     tiered_compilation,
     wait_device_ops,

@@ -53,16 +53,21 @@ class AdamW(_Optimizer):
     """AdamW in two flavours. ``flavor="torch"`` is torch.optim.AdamW (weight decay before the
     update; eps 1e-8 and weight_decay 1e-2 by default; amsgrad available).
     ``flavor="huggingface"`` is transformers' AdamW (weight decay after the update,
-    ``correct_bias``; eps 1e-6 and weight_decay 0 by default)."""
+    ``correct_bias``; eps 1e-6 and weight_decay 0 by default).
+
+    ``precision`` says how the state is kept: ``"fp32"`` (moments in the parameters' dtype),
+    ``"mixed"`` (bf16 or f16 parameters with f32 master weights and moments), ``"bf16"`` (bf16
+    moments; bf16 parameters rounded stochastically). The update is computed in f32 in every
+    case; a group's precision is fixed once its state exists."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=None, weight_decay=None,
-                 amsgrad=False, correct_bias=True, flavor="torch"):
+                 amsgrad=False, correct_bias=True, flavor="torch", precision="fp32"):
         if flavor not in ("torch", "huggingface"):
             raise _C.Error(f"AdamW: flavor must be 'torch' or 'huggingface', got {flavor!r}")
         hf = flavor == "huggingface"
         defaults = dict(lr=lr, betas=tuple(betas), eps=(1e-6 if hf else 1e-8) if eps is None else eps,
                         weight_decay=(0.0 if hf else 1e-2) if weight_decay is None else weight_decay,
-                        amsgrad=amsgrad, correct_bias=correct_bias)
+                        amsgrad=amsgrad, correct_bias=correct_bias, precision=precision)
         super().__init__(_groups(params, defaults))
         self.flavor = flavor
         self._engine = _C.AdamW([(g["params"], self._options(g)) for g in self.param_groups], flavor)
@@ -72,6 +77,7 @@ class AdamW(_Optimizer):
         o = _C.AdamWOptions()
         o.lr, (o.beta1, o.beta2), o.eps = float(g["lr"]), g["betas"], float(g["eps"])
         o.weight_decay, o.amsgrad, o.correct_bias = float(g["weight_decay"]), g["amsgrad"], g["correct_bias"]
+        o.precision = g["precision"]
         return o
 
 

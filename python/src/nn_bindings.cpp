@@ -50,7 +50,13 @@ void bind_nn(nb::module_& m) {
       .def_rw("eps", &AdamWOptions::eps)
       .def_rw("weight_decay", &AdamWOptions::weight_decay)
       .def_rw("correct_bias", &AdamWOptions::correct_bias)
-      .def_rw("amsgrad", &AdamWOptions::amsgrad);
+      .def_rw("amsgrad", &AdamWOptions::amsgrad)
+      .def_prop_rw(
+          "precision",
+          [](const AdamWOptions& o) { return std::string(lt::optim::precision_name(o.precision)); },
+          [](AdamWOptions& o, const std::string& name) {
+            o.precision = lt::optim::parse_precision(name);
+          });
   nb::class_<lt::optim::AdamW>(m, "AdamW")
       .def(
           "__init__",
@@ -81,6 +87,7 @@ void bind_nn(nb::module_& m) {
             d["exp_avg"] = s.exp_avg;
             d["exp_avg_sq"] = s.exp_avg_sq;
             if (s.max_exp_avg_sq.defined()) d["max_exp_avg_sq"] = s.max_exp_avg_sq;
+            if (s.master.defined()) d["master"] = s.master;
             return d;
           },
           "group"_a, "param"_a);

@@ -726,6 +726,7 @@ void bind_factories(nb::module_& m) {
         return lt::randn(lt::Shape(size), dtype);
       },
       "size"_a, "dtype"_a = DType::f32);
+  m.def("stochastic_round", &lt::stochastic_round, "input"_a, "dtype"_a = DType::bf16);
   m.def("manual_seed", &lt::manual_seed, "seed"_a);
   nb::class_<lt::GeneratorState>(m, "GeneratorState")
       .def(nb::init<uint64_t, uint64_t>(), "seed"_a, "offset"_a)

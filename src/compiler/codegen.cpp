@@ -44,6 +44,39 @@ std::string reg(int32_t r) {
   return std::string("r") + std::to_string(r);
 }
 
+// Whether register r of a wide-register dtype (bf16) holds a value of the dtype: loads and op
+// results do (every op's result is rounded); numbers and positions are at register precision.
+bool holds_dtype_value(const KernelProgram& program, int32_t r) {
+  const Instr& instr = program.instrs[r];
+  return instr.kind == InstrKind::Input ||
+         (instr.kind == InstrKind::Op && instr.op != ir::OpKind::Iota);
+}
+
+// Ops whose result is one of their value operands, or one with its sign changed: given
+// operands that hold values of the dtype, the result holds one too and needs no rounding.
+bool result_is_exact(const KernelProgram& program, const Instr& instr) {
+  int first = 0;
+  switch (instr.op) {
+    case ir::OpKind::Where:
+      first = 1;  // the condition is not a value of the result
+      break;
+    case ir::OpKind::Identity:
+    case ir::OpKind::Neg:
+    case ir::OpKind::Abs:
+    case ir::OpKind::Relu:
+    case ir::OpKind::Maximum:
+    case ir::OpKind::Minimum:
+    case ir::OpKind::Clamp:
+      break;
+    default:
+      return false;
+  }
+  for (int a = first; a < 3 && instr.args[a] >= 0; ++a) {
+    if (!holds_dtype_value(program, instr.args[a])) return false;
+  }
+  return true;
+}
+
 void emit_function(const KernelProgram& program, const std::string& symbol, std::string& out) {
   out += "extern \"C\" void " + symbol +
          "(const void* const* in, void* const* out, const double* s, long start, long n) {\n";
@@ -88,6 +121,11 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
           body += "    " + decl + number(instr.dtype, "start + i") + ";\n";
           break;
         }
+        if (instr.op == ir::OpKind::StochasticRound) {
+          body += "    " + decl + "lt_kernel::lt_round_bf16_stochastic(" + reg(instr.args[0]) +
+                  ", " + reg(instr.args[1]) + ", start + i);\n";
+          break;
+        }
         // Dtypes without arithmetic only copy: anything else would not compile, or would
         // compute what no op of theirs is defined to.
         if (!info.arithmetic && instr.op != ir::OpKind::Identity) {
@@ -99,7 +137,9 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
           call += (a ? ", " : "") + reg(instr.args[a]);
         }
         call += ")";
-        if (info.wide_register) call = cast(instr.dtype, call);  // rounded to the dtype
+        if (info.wide_register && !result_is_exact(program, instr)) {
+          call = cast(instr.dtype, call);  // rounded to the dtype
+        }
         body += "    " + decl + call + ";\n";
         break;
       }
@@ -112,8 +152,14 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
   for (size_t k = 0; k < program.outputs.size(); ++k) {
     const DTypeInfo& info = dtype_info(program.instrs[program.outputs[k]].dtype);
     const std::string value = reg(program.outputs[k]);
-    const std::string stored =
-        info.wide_register ? std::string(info.c_store) + "(" + value + ")" : value;
+    // A register that holds a value of the dtype is stored by dropping the bits it does not
+    // have (storing rounds nothing then); others are rounded on the way.
+    std::string stored = value;
+    if (info.wide_register) {
+      stored = std::string(holds_dtype_value(program, program.outputs[k]) ? info.c_store_exact
+                                                                          : info.c_store) +
+               "(" + value + ")";
+    }
     out += "    out" + std::to_string(k) + "[i] = " + stored + ";\n";
   }
   out += "  }\n}\n";

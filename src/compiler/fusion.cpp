@@ -109,9 +109,12 @@ std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& optio
   // same shape) are recomputed inside the reductions instead of being written out, unless
   // that would make a reduction's program longer than max_ops: then they are materialized.
   std::vector<char> folded(n, 0), unfoldable(n, 0);
-  // An Iota's values are positions in its kernel's iteration space, which a reduction walks in
-  // another order: it is never folded.
-  for (uint32_t i = 0; i < n; ++i) unfoldable[i] = graph.node(i).op == ir::OpKind::Iota;
+  // An Iota's values (and a stochastic rounding's random bits) are functions of positions in
+  // its kernel's iteration space, which a reduction walks in another order: never folded.
+  for (uint32_t i = 0; i < n; ++i) {
+    unfoldable[i] =
+        graph.node(i).op == ir::OpKind::Iota || graph.node(i).op == ir::OpKind::StochasticRound;
+  }
   auto fold = [&] {
     for (size_t r = n; r-- > 0;) {
       auto i = static_cast<uint32_t>(r);

@@ -121,6 +121,17 @@ void positions(void* dst, int64_t first, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<RegisterOf<T>>(first + i);
 }
 
+// StochasticRound to bf16 from registers of dtype From, with the key in f64 registers.
+template <class From>
+void round_stochastic(const void* src, const void* key, void* dst, int64_t first, int64_t n) {
+  const RegisterOf<From>* in = static_cast<const RegisterOf<From>*>(src);
+  const double* keys = static_cast<const double*>(key);
+  float* out = static_cast<float*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = lt_kernel::lt_round_bf16_stochastic(in[i], keys[i], first + i);
+  }
+}
+
 // How one instruction runs, chosen for its dtypes when the kernel is built.
 struct Step {
   size_t input_size = 0;        // Input: bytes per element in memory
@@ -129,6 +140,8 @@ struct Step {
   OpFn op = nullptr;            // every other op
   using PositionsFn = void (*)(void* dst, int64_t first, int64_t n);
   PositionsFn fill_positions = nullptr;  // Iota
+  using RoundFn = void (*)(const void* src, const void* key, void* dst, int64_t first, int64_t n);
+  RoundFn round = nullptr;  // StochasticRound
 };
 
 struct OutputStore {
@@ -152,6 +165,24 @@ Step make_step(const KernelProgram& program, const Instr& instr) {
       case InstrKind::Op:
         if (instr.op == ir::OpKind::Iota) {
           step.fill_positions = positions<T>;
+          return;
+        }
+        if (instr.op == ir::OpKind::StochasticRound) {
+          const DType from = program.instrs[instr.args[0]].dtype;
+          const DType key = program.instrs[instr.args[1]].dtype;
+          if (instr.dtype != DType::bf16 || !dtype_is_floating(from) || key != DType::f64) {
+            throw Error(std::string("interpreter: StochasticRound from ") + dtype_name(from) +
+                        " to " + dtype_name(instr.dtype) + " with a " + dtype_name(key) +
+                        " key; it rounds a floating value to bf16 under an f64 key");
+          }
+          step.round = visit_dtype(from, [](auto tag) -> Step::RoundFn {
+            using From = typename decltype(tag)::type;
+            if constexpr (dtype_info_of<From>().floating) {
+              return round_stochastic<From>;
+            } else {
+              return nullptr;
+            }
+          });
           return;
         }
         if (instr.op == ir::OpKind::Cast) {
@@ -222,6 +253,8 @@ class InterpretedKernel final : public CompiledKernel {
           case InstrKind::Op:
             if (instr.op == ir::OpKind::Iota) {
               step.fill_positions(slot, start + begin, count);
+            } else if (step.round != nullptr) {
+              step.round(regs[instr.args[0]], regs[instr.args[1]], slot, start + begin, count);
             } else if (step.op != nullptr) {
               step.op(instr, regs.data(), slot, count);
             } else {

@@ -66,9 +66,10 @@ inline double lt_tanh(double x) {
 inline float lt_erf(float x) {
   const float a = __builtin_fabsf(x);
   const float z = x * x;
-  const float num = 1.2837916613e-01f +
-                    z * (-3.2504209876e-01f +
-                         z * (-2.8481749818e-02f + z * (-5.7702702470e-03f + z * -2.3763017452e-05f)));
+  const float num =
+      1.2837916613e-01f +
+      z * (-3.2504209876e-01f +
+           z * (-2.8481749818e-02f + z * (-5.7702702470e-03f + z * -2.3763017452e-05f)));
   const float den =
       1.0f + z * (3.9791721106e-01f +
                   z * (6.5022252500e-02f +
@@ -159,6 +160,13 @@ inline unsigned short lt_bf16_store(float x) {
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<unsigned short>(bits >> 16);
 }
+// The store of an f32 that is a bf16 value (its lower 16 bits zero, NaN's included): no
+// rounding to do.
+inline unsigned short lt_bf16_store_exact(float x) {
+  unsigned int bits;
+  __builtin_memcpy(&bits, &x, 4);
+  return static_cast<unsigned short>(bits >> 16);
+}
 inline float lt_cast_bf16(float x) {
   return lt_bf16_load(lt_bf16_store(x));
 }
@@ -194,6 +202,40 @@ inline float lt_cast_bf16(I x) {
   }
   const float kept = static_cast<float>(magnitude) * scale;
   return lt_cast_bf16(x < 0 ? -kept : kept);
+}
+// Stochastic rounding to bf16 (the optimizer's low-precision state: a bf16 weight updated by
+// steps below half its ulp would never move under rounding to nearest). The f32's lower 16
+// bits plus 16 random bits carry into the kept bits with probability (lower bits) / 2^16, so
+// the rounded value's expectation is the f32. The random bits are a pure function of the
+// draw's key and the element's position (a counter-based generator, so any thread computes any
+// element, in any order), from one round of a 32-bit integer hash (Wellons' lowbias32) rather
+// than Philox: Philox's ten 64-bit rounds cost more than the rest of an optimizer step. The
+// position is taken modulo 2^32 (a pattern repeats every 4 billion elements of one tensor).
+inline unsigned int lt_hash32(unsigned int x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+// 32 random bits for `position` under `key`, an integer below 2^53 held in a double.
+inline unsigned int lt_random_bits(double key, long long position) {
+  const unsigned long long k = static_cast<unsigned long long>(key);
+  return lt_hash32((static_cast<unsigned int>(position) ^ static_cast<unsigned int>(k)) +
+                   static_cast<unsigned int>(k >> 32));
+}
+// A double is rounded to f32 first (to nearest): the one rounding that is not stochastic.
+template <class T>
+inline float lt_round_bf16_stochastic(T x, double key, long long position) {
+  const float f = static_cast<float>(x);
+  unsigned int bits;
+  __builtin_memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return lt_bf16_load(lt_bf16_store(f));  // NaN
+  bits = (bits + (lt_random_bits(key, position) >> 16)) & 0xffff0000u;
+  float rounded;
+  __builtin_memcpy(&rounded, &bits, 4);
+  return rounded;
 }
 // Floating to integer truncates toward zero, as PyTorch does. NaN and values out of the
 // integer's range, which C++ leaves undefined, give its minimum, as x86's conversion

@@ -47,6 +47,7 @@ const OpInfo kOpInfos[] = {
 #undef LT_TERNARY
     {"Cast", OpCategory::Elementwise, 1, identity_reference},
     {"Iota", OpCategory::Elementwise, 0, no_reference},
+    {"StochasticRound", OpCategory::Elementwise, 2, no_reference},
     {"Sum", OpCategory::Reduction, 1, no_reference},
     {"Mean", OpCategory::Reduction, 1, no_reference},
     {"Max", OpCategory::Reduction, 1, no_reference},

@@ -17,7 +17,11 @@ enum class OpKind : uint16_t {
 #undef LT_TERNARY
   Cast,  // elementwise conversion to the node's dtype
   Iota,  // elementwise, no operands: each element's linear index in the node's shape (f64)
-  Sum,   // reductions over Node::reduce_mask of the operand's dims
+  // Elementwise: operand 0 (a floating value) rounded to the node's dtype (bf16) up or down at
+  // random, with probabilities that make the result unbiased; operand 1 is the draw's key (a
+  // Scalar), and the element's linear index is the counter, as for Iota.
+  StochasticRound,
+  Sum,  // reductions over Node::reduce_mask of the operand's dims
   Mean,
   Max,
   Norm,

@@ -195,6 +195,16 @@ class Evaluator {
       for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<double>(e);
       return out;
     }
+    if (node.op == OpKind::StochasticRound) {
+      // The kernels' own function: the random bits are the definition, not an approximation.
+      Values out(node.shape.numel());
+      for (size_t e = 0; e < out.size(); ++e) {
+        const double x = (*operands[0])[index[0].empty() ? e : index[0][e]];
+        const double key = (*operands[1])[index[1].empty() ? e : index[1][e]];
+        out[e] = lt_kernel::lt_round_bf16_stochastic(x, key, static_cast<long long>(e));
+      }
+      return out;
+    }
     const DType from =
         node.op == OpKind::Cast ? graph_.node(graph_.operand(i, 0)).dtype : node.dtype;
     const auto reference = op_info(node.op).reference;

@@ -1,6 +1,8 @@
 #include <cmath>
+#include <string>
 
 #include "lazytensor/error.h"
+#include "lazytensor/functional.h"
 #include "lazytensor/optim.h"
 #include "optim/param_groups.h"
 
@@ -20,18 +22,73 @@ void AdamW::zero_grad(bool set_to_none) {
   zero_grads(groups_, set_to_none);
 }
 
+namespace {
+
+// The dtype the moments are kept in.
+DType moment_dtype(Precision precision, DType param) {
+  switch (precision) {
+    case Precision::fp32:
+      return param;
+    case Precision::mixed:
+      return DType::f32;
+    case Precision::bf16:
+      return DType::bf16;
+  }
+  return param;
+}
+
+// Precision::mixed keeps f32 masters of low-precision parameters; f32 or f64 ones have none
+// to keep, and the floating dtypes are the only ones an optimizer can update.
+void check_precision(const std::vector<ParamGroup<AdamWOptions>>& groups) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      const DType dtype = groups[g].params[i].dtype();
+      if (!dtype_is_floating(dtype)) {
+        throw Error("AdamW: parameter " + std::to_string(i) + " of group " + std::to_string(g) +
+                    " is " + dtype_name(dtype) + "; parameters must be floating");
+      }
+      if (groups[g].options.precision == Precision::mixed && dtype != DType::bf16 &&
+          dtype != DType::f16) {
+        throw Error(
+            "AdamW: precision mixed keeps f32 master weights of bf16 or f16 parameters, "
+            "but parameter " +
+            std::to_string(i) + " of group " + std::to_string(g) + " is " + dtype_name(dtype) +
+            " (use precision fp32)");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void AdamW::create_state() {
+  check_precision(groups_);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Precision wanted = groups_[g].options.precision;
+    if (g >= state_precision_.size()) {
+      state_precision_.push_back(wanted);
+    } else if (state_precision_[g] != wanted) {
+      throw Error(std::string("AdamW: group ") + std::to_string(g) + "'s precision changed from " +
+                  precision_name(state_precision_[g]) + " to " + precision_name(wanted) +
+                  " after its state was made in that precision");
+    }
+  }
   std::vector<Tensor> created;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const AdamWOptions& o = groups_[g].options;
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i];
       State& s = state_[g][i];
+      const DType moments = moment_dtype(o.precision, p.dtype());
       auto create = [&](Tensor& t) {
         if (t.defined()) return;
-        t = zeros_like(p);
+        t = zeros(p.shape(), moments);
         created.push_back(t);
       };
+      if (o.precision == Precision::mixed && !s.master.defined()) {
+        s.master = p.detach().to(DType::f32);
+        created.push_back(s.master);
+      }
       create(s.exp_avg);
       create(s.exp_avg_sq);
       if (o.amsgrad && flavor_ == Flavor::torch) create(s.max_exp_avg_sq);
@@ -43,6 +100,57 @@ void AdamW::create_state() {
 void AdamW::set_lr(double lr) {
   for (auto& group : groups_) group.options.lr = lr;
 }
+
+namespace {
+
+// Applies one AdamW update to p, exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad), in
+// place, in their dtype: the formulas of both flavours, for every precision.
+void adam_update(AdamW::Flavor flavor, const AdamWOptions& o, double t, Tensor& p,
+                 const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq) {
+  if (flavor == AdamW::Flavor::huggingface) {
+    exp_avg.mul_(o.beta1).add_(grad, 1.0 - o.beta1);
+    exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
+    Tensor denom = exp_avg_sq.sqrt().add_(o.eps);
+    double step_size = o.lr;
+    if (o.correct_bias) {
+      step_size = step_size * std::sqrt(1.0 - std::pow(o.beta2, t)) / (1.0 - std::pow(o.beta1, t));
+    }
+    p.addcdiv_(exp_avg, denom, -step_size);
+    if (o.weight_decay > 0.0) p.add_(p, -o.lr * o.weight_decay);
+    return;
+  }
+  p.mul_(1.0 - o.lr * o.weight_decay);
+  exp_avg.lerp_(grad, 1.0 - o.beta1);
+  exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
+  const double bias_correction1 = 1.0 - std::pow(o.beta1, t);
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+  Tensor denom;
+  if (o.amsgrad) {
+    max_exp_avg_sq.maximum_(exp_avg_sq);
+    denom = max_exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(o.eps);
+  } else {
+    denom = exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(o.eps);
+  }
+  p.addcdiv_(exp_avg, denom, -o.lr / bias_correction1);
+}
+
+// An f32 tensor to compute `stored` in: stored itself when it is f32 (updated in place).
+Tensor working_copy(const Tensor& stored) {
+  return stored.defined() ? stored.to(DType::f32) : Tensor();
+}
+
+// Writes the f32 `value` back into `stored` unless it is stored's own working copy: rounded to
+// nearest, or stochastically to bf16 with `stochastic`.
+void store(Tensor& stored, const Tensor& value, bool stochastic = false) {
+  if (!stored.defined() || stored.impl() == value.impl()) return;
+  if (stochastic && stored.dtype() == DType::bf16) {
+    stored.copy_(stochastic_round(value));
+  } else {
+    stored.copy_(value);
+  }
+}
+
+}  // namespace
 
 void AdamW::step() {
   const NoGradGuard no_grad;
@@ -57,34 +165,45 @@ void AdamW::step() {
       State& s = state_[g][i];
       ++s.step;
       const double t = static_cast<double>(s.step);
-      if (flavor_ == Flavor::huggingface) {
-        s.exp_avg.mul_(o.beta1).add_(grad, 1.0 - o.beta1);
-        s.exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
-        Tensor denom = s.exp_avg_sq.sqrt().add_(o.eps);
-        double step_size = o.lr;
-        if (o.correct_bias) {
-          step_size =
-              step_size * std::sqrt(1.0 - std::pow(o.beta2, t)) / (1.0 - std::pow(o.beta1, t));
-        }
-        p.addcdiv_(s.exp_avg, denom, -step_size);
-        if (o.weight_decay > 0.0) p.add_(p, -o.lr * o.weight_decay);
-      } else {
-        p.mul_(1.0 - o.lr * o.weight_decay);
-        s.exp_avg.lerp_(grad, 1.0 - o.beta1);
-        s.exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
-        const double bias_correction1 = 1.0 - std::pow(o.beta1, t);
-        const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
-        Tensor denom;
-        if (o.amsgrad) {
-          s.max_exp_avg_sq.maximum_(s.exp_avg_sq);
-          denom = s.max_exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(o.eps);
-        } else {
-          denom = s.exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(o.eps);
-        }
-        p.addcdiv_(s.exp_avg, denom, -o.lr / bias_correction1);
+      if (o.precision == Precision::fp32) {
+        adam_update(flavor_, o, t, p, grad, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq);
+        continue;
       }
+      // Everything in f32 registers; the one fused kernel reads the narrow values, and rounds
+      // only what it stores.
+      Tensor weights = working_copy(o.precision == Precision::mixed ? s.master : p);
+      Tensor exp_avg = working_copy(s.exp_avg), exp_avg_sq = working_copy(s.exp_avg_sq);
+      Tensor max_exp_avg_sq = working_copy(s.max_exp_avg_sq);
+      adam_update(flavor_, o, t, weights, grad.to(DType::f32), exp_avg, exp_avg_sq, max_exp_avg_sq);
+      // The weights are rounded stochastically under bf16: an update below half a bf16 ulp
+      // survives on average. The moments are rounded to nearest, as torchao's bf16 AdamW
+      // keeps them: their relative changes are larger, and a second random draw per element
+      // would cost a fifth of the step.
+      store(s.exp_avg, exp_avg);
+      store(s.exp_avg_sq, exp_avg_sq);
+      store(s.max_exp_avg_sq, max_exp_avg_sq);
+      store(p, weights, o.precision == Precision::bf16);
     }
   }
+}
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::mixed:
+      return "mixed";
+    case Precision::bf16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+Precision parse_precision(const std::string& name) {
+  for (Precision p : {Precision::fp32, Precision::mixed, Precision::bf16}) {
+    if (name == precision_name(p)) return p;
+  }
+  throw Error("AdamW: unknown precision '" + name + "' (fp32, mixed or bf16)");
 }
 
 }  // namespace lt::optim

@@ -262,6 +262,26 @@ Tensor rand(const Shape& shape, DType dtype) {
       trace::cast(uniform_values(next_draw(), shape, default_device()), dtype));
 }
 
+Tensor stochastic_round(const Tensor& x, DType dtype) {
+  const runtime::TraceScope scope("stochastic_round");
+  check_floating("stochastic_round", x);
+  if (dtype != DType::bf16) {
+    throw Error(std::string("stochastic_round: rounds to bf16 only, not ") + dtype_name(dtype));
+  }
+  ir::NodePtr v = trace::value_of(x, "stochastic_round");
+  if (v->dtype == DType::bf16) return x.detach();
+  const GeneratorState draw = next_draw();
+  // One 53-bit key per draw (the hash takes a double): seed and offset mixed by splitmix64.
+  uint64_t z = draw.seed ^ (draw.offset + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  ir::NodePtr key =
+      ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(z >> 11));
+  return trace::make_tensor(
+      ir::make_node(ir::OpKind::StochasticRound, DType::bf16, v->shape, {v, key}));
+}
+
 // The kernels have no cosine for Box-Muller, and normal draws are for initial weights (once per
 // run), so they are made on the host from a seed the draw determines, then uploaded.
 Tensor randn(const Shape& shape, DType dtype) {

@@ -145,6 +145,46 @@ def test_adamw_flavours_match_their_formulas(rng):
         np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-9, err_msg=flavor)
 
 
+def test_adamw_precisions_keep_their_state_and_track_fp32(rng):
+    start = rng.uniform(0.5, 1.0, 2048).astype(np.float32)
+    target = rng.uniform(0.5, 1.0, 2048).astype(np.float32)
+
+    def fit(precision, dtype):
+        w = lt.tensor(start).to(dtype).requires_grad_()
+        t = lt.tensor(target).to(dtype)
+        opt = lt.optim.AdamW([w], lr=1e-3, weight_decay=0.0, precision=precision)
+        for _ in range(200):
+            loss = ((w - t) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            lt.mark_step()
+        return float(loss), opt.state_of(0, 0), w
+
+    initial = float(np.mean((start - target) ** 2))
+    fp32, _, _ = fit("fp32", lt.float32)
+    mixed, mixed_state, w = fit("mixed", lt.bfloat16)
+    assert mixed_state["master"].dtype == lt.float32 and mixed_state["exp_avg"].dtype == lt.float32
+    np.testing.assert_array_equal(w.detach().float().numpy(),
+                                  mixed_state["master"].to(lt.bfloat16).float().numpy())
+    bf16, bf16_state, _ = fit("bf16", lt.bfloat16)
+    assert bf16_state["exp_avg_sq"].dtype == lt.bfloat16 and "master" not in bf16_state
+    assert fp32 < 0.2 * initial
+    assert abs(mixed - fp32) < 0.1 * fp32 + 1e-5
+    assert abs(bf16 - fp32) < 0.1 * fp32 + 1e-5
+    with pytest.raises(lt.Error, match="mixed"):
+        lt.optim.AdamW([lt.zeros(3, requires_grad=True)], precision="mixed")
+    with pytest.raises(lt.Error, match="precision"):
+        lt.optim.AdamW([lt.zeros(3, requires_grad=True)], precision="fp8")
+
+
+def test_stochastic_round_is_unbiased():
+    x = lt.full((20000,), 1.0 + 3 * 2.0 ** -10)
+    r = lt.stochastic_round(x).float().numpy()
+    assert r.dtype == np.float32 and set(np.unique(r)) <= {1.0, 1.0 + 2.0 ** -7}
+    assert abs(np.mean(r == 1.0 + 2.0 ** -7) - 0.375) < 0.02
+
+
 def test_gradients_match_pytorch_on_a_small_model(rng):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed in this environment")
     x = rng.standard_normal((4, 6))
