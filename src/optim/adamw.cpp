@@ -177,8 +177,9 @@ void AdamW::step() {
       adam_update(flavor_, o, t, weights, grad.to(DType::f32), exp_avg, exp_avg_sq, max_exp_avg_sq);
       // The weights are rounded stochastically under bf16: an update below half a bf16 ulp
       // survives on average. The moments are rounded to nearest, as torchao's bf16 AdamW
-      // keeps them: their relative changes are larger, and a second random draw per element
-      // would cost a fifth of the step.
+      // keeps them. For the second moment that is a weakness: with beta2 = 0.999 a step
+      // changes it by 0.1%, under half a bf16 ulp, so it grows with large gradients but never
+      // decays (it behaves like amsgrad's running maximum).
       store(s.exp_avg, exp_avg);
       store(s.exp_avg_sq, exp_avg_sq);
       store(s.max_exp_avg_sq, max_exp_avg_sq);
