@@ -303,6 +303,31 @@ TEST_F(OptimTest, Bf16StateWithStochasticRoundingTracksFp32) {
   EXPECT_GT(nearest, 0.9 * initial) << "rounding to nearest was expected to lose the updates";
 }
 
+// The second moment of Precision::bf16 decays when the gradients stop: each step shrinks it
+// by 0.1%, under half a bf16 ulp, which only stochastic rounding keeps (on average).
+TEST_F(OptimTest, Bf16SecondMomentDecays) {
+  const int64_t n = 4096;
+  ParamGroup<AdamWOptions> group;
+  group.options = {.lr = 1e-4, .precision = lt::optim::Precision::bf16};
+  group.params.push_back(lt::from_vector(values(n), {n}).to(lt::DType::bf16));
+  group.grads.push_back(lt::full({n}, 1.0, lt::DType::bf16));
+  AdamW optimizer({group});
+  optimizer.step();
+  lt::mark_step();
+  optimizer.groups()[0].grads[0] = lt::zeros({n}, lt::DType::bf16);
+  const int steps = 400;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.step();
+    lt::mark_step();
+  }
+  const Vec v = optimizer.state(0, 0).exp_avg_sq.to_vector<double>();
+  double mean = 0;
+  for (double x : v) mean += x / n;
+  // 1e-3 after the first step, times 0.999 a step (bf16's rounding of 1e-3 aside: 2^-7).
+  const double want = 1e-3 * std::pow(0.999, steps);
+  EXPECT_NEAR(mean, want, want * 0.02) << "rounded to nearest it would stay at 1e-3";
+}
+
 TEST_F(OptimTest, PrecisionsAreNamedAndChecked) {
   for (auto p :
        {lt::optim::Precision::fp32, lt::optim::Precision::mixed, lt::optim::Precision::bf16}) {

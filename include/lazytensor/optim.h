@@ -33,8 +33,9 @@ enum class Precision {
   // mixed precision); the parameters are the master weights rounded to nearest, written by
   // the same kernel. About as many bytes a step as fp32, half the model's weights.
   mixed,
-  // bf16 moments, rounded to nearest; bf16 parameters, rounded stochastically
-  // (lt::stochastic_round), so updates far below a bf16 ulp still move the weights on average.
+  // bf16 moments and parameters. The parameters and second moments are rounded
+  // stochastically (lt::stochastic_round), so updates far below a bf16 ulp still move the
+  // weights on average and the second moment decays; the first moment is rounded to nearest.
   bf16,
 };
 // "fp32", "mixed", "bf16".

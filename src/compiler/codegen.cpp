@@ -123,7 +123,8 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
         }
         if (instr.op == ir::OpKind::StochasticRound) {
           body += "    " + decl + "lt_kernel::lt_round_bf16_stochastic(" + reg(instr.args[0]) +
-                  ", " + reg(instr.args[1]) + ", start + i);\n";
+                  ", " + reg(instr.args[1]) + ", start + i, " + std::to_string(instr.index) +
+                  ");\n";
           break;
         }
         // Dtypes without arithmetic only copy: anything else would not compile, or would

@@ -69,6 +69,7 @@ class ProgramBuilder {
     instr.kind = InstrKind::Op;
     instr.op = node.op;
     instr.dtype = node.dtype;
+    if (node.op == ir::OpKind::StochasticRound) instr.index = static_cast<int32_t>(node.attrs[0]);
     for (int k = 0; k < graph_.num_operands(index); ++k) {
       instr.args[k] = reg_for(graph_.operand(index, k));
     }

@@ -123,12 +123,13 @@ void positions(void* dst, int64_t first, int64_t n) {
 
 // StochasticRound to bf16 from registers of dtype From, with the key in f64 registers.
 template <class From>
-void round_stochastic(const void* src, const void* key, void* dst, int64_t first, int64_t n) {
+void round_stochastic(const void* src, const void* key, void* dst, int64_t first, int64_t n,
+                      int half) {
   const RegisterOf<From>* in = static_cast<const RegisterOf<From>*>(src);
   const double* keys = static_cast<const double*>(key);
   float* out = static_cast<float*>(dst);
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = lt_kernel::lt_round_bf16_stochastic(in[i], keys[i], first + i);
+    out[i] = lt_kernel::lt_round_bf16_stochastic(in[i], keys[i], first + i, half);
   }
 }
 
@@ -140,7 +141,8 @@ struct Step {
   OpFn op = nullptr;            // every other op
   using PositionsFn = void (*)(void* dst, int64_t first, int64_t n);
   PositionsFn fill_positions = nullptr;  // Iota
-  using RoundFn = void (*)(const void* src, const void* key, void* dst, int64_t first, int64_t n);
+  using RoundFn = void (*)(const void* src, const void* key, void* dst, int64_t first, int64_t n,
+                           int half);
   RoundFn round = nullptr;  // StochasticRound
 };
 
@@ -254,7 +256,8 @@ class InterpretedKernel final : public CompiledKernel {
             if (instr.op == ir::OpKind::Iota) {
               step.fill_positions(slot, start + begin, count);
             } else if (step.round != nullptr) {
-              step.round(regs[instr.args[0]], regs[instr.args[1]], slot, start + begin, count);
+              step.round(regs[instr.args[0]], regs[instr.args[1]], slot, start + begin, count,
+                         instr.index);
             } else if (step.op != nullptr) {
               step.op(instr, regs.data(), slot, count);
             } else {

@@ -18,8 +18,10 @@ struct Instr {
   ir::OpKind op = ir::OpKind::kCount;  // for Op
   DType dtype;                         // the register's element type
   int32_t args[3] = {-1, -1, -1};      // operand registers, for Op
-  int32_t index = 0;                   // Input: input number; Scalar: scalar argument number
-  double constant = 0;                 // Constant
+  // Input: input number; Scalar: scalar argument number; StochasticRound: which 16 of the
+  // hash's 32 bits it takes (0 the upper, 1 the lower).
+  int32_t index = 0;
+  double constant = 0;  // Constant
 };
 
 // Reductions fold the program's single output; None stores every output element.

@@ -160,12 +160,14 @@ inline unsigned short lt_bf16_store(float x) {
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<unsigned short>(bits >> 16);
 }
-// The store of an f32 that is a bf16 value (its lower 16 bits zero, NaN's included): no
-// rounding to do.
+// The store of an f32 that is a bf16 value (its lower 16 bits zero): no rounding to do. A NaN
+// gets its quiet bit, as lt_bf16_store gives it (a signalling NaN can reach a store through a
+// selection, which does not round).
 inline unsigned short lt_bf16_store_exact(float x) {
   unsigned int bits;
   __builtin_memcpy(&bits, &x, 4);
-  return static_cast<unsigned short>(bits >> 16);
+  const unsigned int quiet = (bits & 0x7fffffffu) > 0x7f800000u ? 0x40u : 0u;
+  return static_cast<unsigned short>((bits >> 16) | quiet);
 }
 inline float lt_cast_bf16(float x) {
   return lt_bf16_load(lt_bf16_store(x));
@@ -225,14 +227,17 @@ inline unsigned int lt_random_bits(double key, long long position) {
   return lt_hash32((static_cast<unsigned int>(position) ^ static_cast<unsigned int>(k)) +
                    static_cast<unsigned int>(k >> 32));
 }
-// A double is rounded to f32 first (to nearest): the one rounding that is not stochastic.
+// `half` picks the hash's upper (0) or lower (1) 16 bits, so that two roundings of one element
+// under one key (an optimizer's weight and second moment) hash once and stay independent. A
+// double is rounded to f32 first (to nearest): the one rounding that is not stochastic.
 template <class T>
-inline float lt_round_bf16_stochastic(T x, double key, long long position) {
+inline float lt_round_bf16_stochastic(T x, double key, long long position, int half) {
   const float f = static_cast<float>(x);
   unsigned int bits;
   __builtin_memcpy(&bits, &f, 4);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return lt_bf16_load(lt_bf16_store(f));  // NaN
-  bits = (bits + (lt_random_bits(key, position) >> 16)) & 0xffff0000u;
+  const unsigned int random = lt_random_bits(key, position);
+  bits = (bits + (half ? random & 0xffffu : random >> 16)) & 0xffff0000u;
   float rounded;
   __builtin_memcpy(&rounded, &bits, 4);
   return rounded;

@@ -5,6 +5,7 @@
 #include "lazytensor/functional.h"
 #include "lazytensor/optim.h"
 #include "optim/param_groups.h"
+#include "trace/trace.h"
 
 namespace lt::optim {
 
@@ -134,20 +135,29 @@ void adam_update(AdamW::Flavor flavor, const AdamWOptions& o, double t, Tensor& 
   p.addcdiv_(exp_avg, denom, -o.lr / bias_correction1);
 }
 
-// An f32 tensor to compute `stored` in: stored itself when it is f32 (updated in place).
-Tensor working_copy(const Tensor& stored) {
-  return stored.defined() ? stored.to(DType::f32) : Tensor();
+// A tensor of `dtype` to compute `stored` in: stored itself when it has that dtype (then
+// updated in place).
+Tensor working_copy(const Tensor& stored, DType dtype) {
+  return stored.defined() ? stored.to(dtype) : Tensor();
 }
 
-// Writes the f32 `value` back into `stored` unless it is stored's own working copy: rounded to
-// nearest, or stochastically to bf16 with `stochastic`.
-void store(Tensor& stored, const Tensor& value, bool stochastic = false) {
-  if (!stored.defined() || stored.impl() == value.impl()) return;
-  if (stochastic && stored.dtype() == DType::bf16) {
-    stored.copy_(stochastic_round(value));
-  } else {
-    stored.copy_(value);
+// Writes `value` back into `stored`, rounded to nearest, unless it is stored's own working copy.
+void store(Tensor& stored, const Tensor& value) {
+  if (stored.defined() && stored.impl() != value.impl()) stored.copy_(value);
+}
+
+// Writes the weights and second moments of Precision::bf16: rounded stochastically where they
+// are bf16, both from one draw's hash (one hash per element in the kernel).
+void store_rounded(Tensor& p, const Tensor& weights, Tensor& exp_avg_sq, const Tensor& v) {
+  const bool p_bf16 = p.dtype() == DType::bf16 && p.impl() != weights.impl();
+  if (p_bf16) {
+    auto [rounded_p, rounded_v] = trace::stochastic_round_pair(weights, v);
+    p.copy_(rounded_p);
+    exp_avg_sq.copy_(rounded_v);
+    return;
   }
+  store(p, weights);
+  exp_avg_sq.copy_(stochastic_round(v));
 }
 
 }  // namespace
@@ -169,21 +179,27 @@ void AdamW::step() {
         adam_update(flavor_, o, t, p, grad, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq);
         continue;
       }
-      // Everything in f32 registers; the one fused kernel reads the narrow values, and rounds
-      // only what it stores.
-      Tensor weights = working_copy(o.precision == Precision::mixed ? s.master : p);
-      Tensor exp_avg = working_copy(s.exp_avg), exp_avg_sq = working_copy(s.exp_avg_sq);
-      Tensor max_exp_avg_sq = working_copy(s.max_exp_avg_sq);
-      adam_update(flavor_, o, t, weights, grad.to(DType::f32), exp_avg, exp_avg_sq, max_exp_avg_sq);
-      // The weights are rounded stochastically under bf16: an update below half a bf16 ulp
-      // survives on average. The moments are rounded to nearest, as torchao's bf16 AdamW
-      // keeps them. For the second moment that is a weakness: with beta2 = 0.999 a step
-      // changes it by 0.1%, under half a bf16 ulp, so it grows with large gradients but never
-      // decays (it behaves like amsgrad's running maximum).
+      // Everything in f32 registers (f64 for f64 parameters); the one fused kernel reads the
+      // narrow values and rounds only what it stores.
+      const DType compute = p.dtype() == DType::f64 ? DType::f64 : DType::f32;
+      Tensor weights = working_copy(o.precision == Precision::mixed ? s.master : p, compute);
+      Tensor exp_avg = working_copy(s.exp_avg, compute);
+      Tensor exp_avg_sq = working_copy(s.exp_avg_sq, compute);
+      Tensor max_exp_avg_sq = working_copy(s.max_exp_avg_sq, compute);
+      adam_update(flavor_, o, t, weights, grad.to(compute), exp_avg, exp_avg_sq, max_exp_avg_sq);
       store(s.exp_avg, exp_avg);
-      store(s.exp_avg_sq, exp_avg_sq);
       store(s.max_exp_avg_sq, max_exp_avg_sq);
-      store(p, weights, o.precision == Precision::bf16);
+      if (o.precision == Precision::mixed) {
+        store(s.exp_avg_sq, exp_avg_sq);
+        // Written, not read: into the weights' own buffer (trace::overwrite).
+        trace::overwrite(p, weights);
+      } else {
+        // Stochastic rounding for the weights (an update below half a bf16 ulp survives on
+        // average) and the second moment (with beta2 = 0.999 a step changes it by 0.1%, under
+        // half a bf16 ulp: rounded to nearest it would grow but never decay). The first moment
+        // changes by a tenth a step and is rounded to nearest.
+        store_rounded(p, weights, s.exp_avg_sq, exp_avg_sq);
+      }
     }
   }
 }

@@ -262,25 +262,49 @@ Tensor rand(const Shape& shape, DType dtype) {
       trace::cast(uniform_values(next_draw(), shape, default_device()), dtype));
 }
 
+namespace {
+
+// A key for the stochastic-rounding hash from the generator's next draw: seed and offset mixed
+// by splitmix64 into 53 bits (the kernel holds it in a double). A kernel argument whatever the
+// scalar policy, as dropout's seed and offset are.
+ir::NodePtr rounding_key() {
+  const GeneratorState draw = next_draw();
+  uint64_t z = draw.seed ^ (draw.offset + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(z >> 11));
+}
+
+// `half` 0 rounds with the upper 16 of the hash's 32 bits, 1 with the lower.
+Tensor round_with(const Tensor& x, const ir::NodePtr& key, int64_t half) {
+  check_floating("stochastic_round", x);
+  ir::NodePtr v = trace::value_of(x, "stochastic_round");
+  if (v->dtype == DType::bf16) return x.detach();
+  return trace::make_tensor(
+      ir::make_node(ir::OpKind::StochasticRound, DType::bf16, v->shape, {v, key}, {half}));
+}
+
+}  // namespace
+
 Tensor stochastic_round(const Tensor& x, DType dtype) {
   const runtime::TraceScope scope("stochastic_round");
   check_floating("stochastic_round", x);
   if (dtype != DType::bf16) {
     throw Error(std::string("stochastic_round: rounds to bf16 only, not ") + dtype_name(dtype));
   }
-  ir::NodePtr v = trace::value_of(x, "stochastic_round");
-  if (v->dtype == DType::bf16) return x.detach();
-  const GeneratorState draw = next_draw();
-  // One 53-bit key per draw (the hash takes a double): seed and offset mixed by splitmix64.
-  uint64_t z = draw.seed ^ (draw.offset + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  ir::NodePtr key =
-      ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(z >> 11));
-  return trace::make_tensor(
-      ir::make_node(ir::OpKind::StochasticRound, DType::bf16, v->shape, {v, key}));
+  return round_with(x, rounding_key(), 0);
 }
+
+namespace trace {
+
+std::pair<Tensor, Tensor> stochastic_round_pair(const Tensor& a, const Tensor& b) {
+  const runtime::TraceScope scope("stochastic_round");
+  const ir::NodePtr key = rounding_key();
+  return {round_with(a, key, 0), round_with(b, key, 1)};
+}
+
+}  // namespace trace
 
 // The kernels have no cosine for Box-Muller, and normal draws are for initial weights (once per
 // run), so they are made on the host from a seed the draw determines, then uploaded.

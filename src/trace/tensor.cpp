@@ -749,16 +749,6 @@ Tensor& Tensor::copy_(const Tensor& src) {
   trace::common_device("copy_", {self, from});
   ir::NodePtr v = trace::cast(from, self->dtype);
   if (v->shape != self->shape) v = trace::expand("copy_", v, self->shape, *self->device);
-  if (self->op == OpKind::DeviceData && ir::is_elementwise(v->op) &&
-      dtype_has_arithmetic(v->dtype)) {
-    // Written into this tensor's own buffer, as torch's copy_ writes: the kernel computing v
-    // reads the old value (where(true, v, old), a load the compiler drops), which makes the
-    // old buffer a donation candidate for the new value. Without a reader, an overwritten
-    // tensor (mixed precision's bf16 weights, made from the f32 masters) would get a fresh
-    // buffer every step.
-    v = ir::make_node(OpKind::Where, v->dtype, v->shape,
-                      {ir::make_scalar_node(OpKind::Constant, v->dtype, 1.0), v, self});
-  }
   return trace::assign(*this, v, "copy_");
 }
 Tensor& Tensor::zero_() {

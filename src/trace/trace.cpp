@@ -12,6 +12,7 @@
 #include "runtime/data_cache.h"
 #include "runtime/device_data.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_lock.h"
 
 namespace lt::trace {
 
@@ -210,6 +211,19 @@ Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
   }
   self.impl()->set_ir(cast(result, self.dtype()));
   return self;
+}
+
+Tensor& overwrite(Tensor& self, const Tensor& value) {
+  const runtime::TraceScope scope("copy_");
+  ir::NodePtr old = value_of(self, "copy_");
+  ir::NodePtr v = cast(value_of(value, "copy_"), old->dtype);
+  if (v->shape != old->shape) v = expand("copy_", v, old->shape, *old->device);
+  if (old->op == ir::OpKind::DeviceData && ir::is_elementwise(v->op) &&
+      dtype_has_arithmetic(v->dtype)) {
+    v = ir::make_node(ir::OpKind::Where, v->dtype, v->shape,
+                      {ir::make_scalar_node(ir::OpKind::Constant, v->dtype, 1.0), v, old});
+  }
+  return assign(self, v, "copy_");
 }
 
 }  // namespace lt::trace

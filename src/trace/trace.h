@@ -39,6 +39,17 @@ ir::NodePtr constant(double value, DType dtype);
 // In place: `self` takes `result`, which must have self's shape; cast to self's dtype.
 Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op);
 
+// Rounds a and b (floating, any shapes) to bf16 stochastically with the two halves of one
+// draw's random bits: the kernel computing both (an optimizer's weights and second moments)
+// hashes each position once.
+std::pair<Tensor, Tensor> stochastic_round_pair(const Tensor& a, const Tensor& b);
+// In place, into self's own buffer when it holds device data: the kernel computing `value`
+// reads the old value (where(true, value, old), a load the compiler drops), which makes the
+// old buffer a donation candidate. For tensors that are overwritten without being read (mixed
+// precision's bf16 weights, made from the f32 masters), which would otherwise get a fresh
+// buffer every step.
+Tensor& overwrite(Tensor& self, const Tensor& value);
+
 void check_shape(const char* op, const Shape& shape);
 void check_dtype(const char* op, DType dtype);
 // Throws unless ops that compute (not only move or convert values) exist for `dtype`.
