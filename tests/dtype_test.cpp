@@ -29,7 +29,7 @@ using lt_test::counter;
 using lt_test::error_message;
 using lt_test::expect_mentions;
 
-constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::bf16,
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::bf16,   DType::f16,
                              DType::i32, DType::i64, DType::boolean};
 constexpr long double kNaN = std::numeric_limits<long double>::quiet_NaN();
 constexpr long double kInf = std::numeric_limits<long double>::infinity();
@@ -63,6 +63,35 @@ long double bf16_value(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
+// The bits of the f16 (IEEE binary16) nearest to v (ties to even), from v's exact value: 11
+// significant bits, subnormals spaced 2^-24, past 65504 infinity; a NaN is the quiet NaN.
+uint16_t f16_bits(long double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  if (std::isnan(v)) return sign | 0x7e00;
+  const long double a = std::fabs(v);
+  if (std::isinf(a)) return sign | 0x7c00;
+  if (a == 0) return sign;
+  int exponent;
+  std::frexp(a, &exponent);  // a in [2^(exponent-1), 2^exponent)
+  const long double spacing = std::ldexp(1.0L, std::max(exponent, -13) - 11);
+  const long double r = std::nearbyint(a / spacing) * spacing;
+  if (r > 65504) return sign | 0x7c00;
+  if (r < 0x1p-14L) return sign | static_cast<uint16_t>(r / 0x1p-24L);
+  std::frexp(r, &exponent);
+  const long double fraction = r / std::ldexp(1.0L, exponent - 1) - 1;  // in [0, 1)
+  return sign | static_cast<uint16_t>((exponent - 1 + 15) << 10) |
+         static_cast<uint16_t>(fraction * 1024);
+}
+
+long double f16_value(uint16_t bits) {
+  const long double sign = bits & 0x8000 ? -1 : 1;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int fraction = bits & 0x3ff;
+  if (exponent == 0x1f) return fraction ? kNaN : sign * kInf;
+  if (exponent == 0) return sign * std::ldexp(static_cast<long double>(fraction), -24);
+  return sign * std::ldexp(1 + fraction / 1024.0L, exponent - 15);
+}
+
 // Truncation toward zero; NaN and values out of range give the minimum (x86, and so PyTorch).
 template <class I>
 I truncate(long double v) {
@@ -90,14 +119,14 @@ struct HostValues {
         return at<double>(i);
       case DType::bf16:
         return bf16_value(at<uint16_t>(i));
+      case DType::f16:
+        return f16_value(at<uint16_t>(i));
       case DType::i32:
         return at<int32_t>(i);
       case DType::i64:
         return at<int64_t>(i);
       case DType::boolean:
         return bytes[i];
-      case DType::f16:
-        break;
     }
     ADD_FAILURE() << "no host layout for " << lt::dtype_name(dtype);
     return 0;
@@ -135,7 +164,8 @@ void push_converted(const HostValues& from, size_t i, HostValues& out) {
       out.push(static_cast<unsigned char>(v != 0));  // NaN is true
       return;
     case DType::f16:
-      break;
+      out.push(f16_bits(v));
+      return;
   }
   ADD_FAILURE() << "no conversion to " << lt::dtype_name(out.dtype);
 }
@@ -206,16 +236,19 @@ class Inputs {
       default:
         break;
     }
-    std::vector<long double> v = {0.0L, -0.0L, 0.5L, -0.5L, 2.7L, -2.7L, 1.0L, -1.0L, kNaN, -kNaN,
-                                  kInf, -kInf,
-                                  // bf16 ties and near-ties: to even, up, down.
-                                  1 + 0x1p-8L, 1 + 3 * 0x1p-8L, -(1 + 0x1p-8L),
-                                  1 + 0x1p-8L + 0x1p-20L, 1 + 0x1p-8L - 0x1p-20L,
-                                  // Integer bounds and beyond.
-                                  2147483647.0L, 2147483648.0L, -2147483648.0L, -2147483904.0L,
-                                  3e9L, -3e9L, 1e19L, -1e19L, 0x1p63L, -0x1p63L, 1e30L,
-                                  // f32 and bf16 extremes, subnormals.
-                                  3.4028234663852886e38L, 0x1p-130L, -0x1p-140L, 0x1p-149L};
+    std::vector<long double> v = {
+        0.0L, -0.0L, 0.5L, -0.5L, 2.7L, -2.7L, 1.0L, -1.0L, kNaN, -kNaN, kInf, -kInf,
+        // bf16 ties and near-ties: to even, up, down.
+        1 + 0x1p-8L, 1 + 3 * 0x1p-8L, -(1 + 0x1p-8L), 1 + 0x1p-8L + 0x1p-20L,
+        1 + 0x1p-8L - 0x1p-20L,
+        // Integer bounds and beyond.
+        2147483647.0L, 2147483648.0L, -2147483648.0L, -2147483904.0L, 3e9L, -3e9L, 1e19L, -1e19L,
+        0x1p63L, -0x1p63L, 1e30L,
+        // f32 and bf16 extremes, subnormals.
+        3.4028234663852886e38L, 0x1p-130L, -0x1p-140L, 0x1p-149L,
+        // f16 ties, its largest value and overflow, its subnormals.
+        1 + 0x1p-11L, 1 + 3 * 0x1p-11L, -(1 + 0x1p-11L + 0x1p-30L), 65504.0L, 65519.0L, 65520.0L,
+        -65536.0L, 0x1p-24L, 0x1p-25L, 3 * 0x1p-26L, -0x1p-15L, 6.1e-5L};
     if (dtype == DType::f64) {
       // One rounding, not two: just above a bf16 tie by less than f32 can see.
       v.push_back(1 + 0x1p-8L + 0x1p-30L);
@@ -268,7 +301,8 @@ class Inputs {
         out.push(static_cast<unsigned char>(v != 0));
         return;
       case DType::f16:
-        break;
+        out.push(f16_bits(v));
+        return;
     }
   }
 
@@ -376,8 +410,8 @@ TEST_P(DtypeTest, FromHostAndToHostCheckTheirArguments) {
   expect_mentions(error_message([] { lt::from_host(nullptr, {2}, DType::i64); }),
                   {"from_host", "null", "[2]"});
   const float one = 1;
-  expect_mentions(error_message([&] { lt::from_host(&one, {1}, DType::f16); }),
-                  {"from_host", "f16"});
+  expect_mentions(error_message([&] { lt::from_host(&one, {1}, static_cast<DType>(42)); }),
+                  {"from_host", "unknown"});
   expect_mentions(error_message([&] { lt::from_host(&one, {-1}, DType::f32); }),
                   {"from_host", "[-1]"});
   EXPECT_NO_THROW(lt::from_host(nullptr, {0, 3}, DType::bf16));
@@ -585,8 +619,6 @@ TEST_P(DtypeTest, ToTheSameDtypeIsTheSameTensor) {
     const Tensor t = lt::zeros({2}, dtype);
     EXPECT_EQ(t.to(dtype).impl(), t.impl());
   }
-  expect_mentions(error_message([] { lt::zeros({2}).to(DType::f16); }), {"to", "f16"});
-  expect_mentions(error_message([] { lt::zeros({2}, DType::f16); }), {"zeros", "f16"});
 }
 
 // --- Arithmetic. ---
@@ -644,7 +676,8 @@ TEST(DtypePromotion, FollowsPyTorch) {
   EXPECT_THROW(lt::promote_types(static_cast<DType>(42), DType::f32), lt::Error);
   EXPECT_THROW(lt::dtype_size(static_cast<DType>(42)), lt::Error);
   EXPECT_STREQ(lt::dtype_name(static_cast<DType>(42)), "unknown");
-  EXPECT_FALSE(lt::dtype_has_kernels(DType::f16));
+  EXPECT_TRUE(lt::dtype_has_kernels(DType::f16));
+  EXPECT_TRUE(lt::dtype_has_arithmetic(DType::f16));
   EXPECT_TRUE(lt::dtype_has_kernels(DType::boolean));
   EXPECT_FALSE(lt::dtype_has_arithmetic(DType::i64));
   EXPECT_TRUE(lt::dtype_has_arithmetic(DType::bf16));
@@ -715,6 +748,74 @@ TEST_P(DtypeTest, Bf16ArithmeticRoundsEveryResult) {
   for (int64_t i = 0; i < n; ++i)
     exact += bf16_value(bf16_bits(bf16_value(xb[i]) * bf16_value(yb[i])));
   EXPECT_NEAR(total.item(), static_cast<double>(exact), std::fabs(exact) * 0x1p-7 + 1e-6);
+}
+
+// f16 computes each op in f32 and rounds its result to f16 (to nearest even), as PyTorch does on
+// the CPU; the reference evaluator does the same. Matrix products are refused at trace time.
+TEST_P(DtypeTest, F16ArithmeticRoundsEveryResult) {
+  const int64_t n = 777;
+  std::vector<float> xs = values(n, -4, 4), ys = values(n, 0.25, 4);
+  std::vector<uint16_t> xh, yh;
+  for (int64_t i = 0; i < n; ++i) {
+    xh.push_back(f16_bits(xs[i]));
+    yh.push_back(f16_bits(ys[i]));
+  }
+  const Tensor x = lt::from_host(xh.data(), {n}, DType::f16);
+  const Tensor y = lt::from_host(yh.data(), {n}, DType::f16);
+  struct Case {
+    const char* name;
+    Tensor got;
+    std::function<long double(long double, long double)> f;
+  };
+  std::vector<Case> cases = {
+      {"add", x + y, [](long double a, long double b) { return a + b; }},
+      {"mul", x * y, [](long double a, long double b) { return a * b; }},
+      {"div", x / y, [](long double a, long double b) { return a / b; }},
+      {"sqrt", y.sqrt(), [](long double, long double b) { return std::sqrt(b); }},
+      {"exp", x.exp(), [](long double a, long double) { return std::exp(a); }},
+      {"where", lt::where(x.gt(0.0), x, y),
+       [](long double a, long double b) { return a > 0 ? a : b; }},
+  };
+  std::vector<std::vector<double>> references;
+  for (const Case& c : cases) references.push_back(lt::reference::evaluate(c.got));
+  const Tensor big = x * 30000.0;  // past 65504: infinity
+  const Tensor total = (x * y).sum();
+  lt::mark_step();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.got.dtype(), DType::f16);
+    const std::vector<double> got = c.got.to_vector<double>();
+    size_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const long double want = f16_value(f16_bits(c.f(f16_value(xh[i]), f16_value(yh[i]))));
+      // A value of f16, within one f16 ulp (2^-10 relative) of the exact one: exp's f32 error
+      // can move a result across a rounding boundary.
+      const bool representable = f16_value(f16_bits(got[i])) == got[i];
+      if (!representable || std::fabs(got[i] - want) > std::fabs(want) * 0x1p-10 + 1e-7 ||
+          std::fabs(got[i] - references[k][i]) > std::fabs(want) * 0x1p-10 + 1e-7) {
+        if (bad++ == 0) {
+          ADD_FAILURE() << "at " << i << ": got " << got[i] << ", want "
+                        << static_cast<double>(want) << ", reference " << references[k][i];
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0u);
+  }
+  const std::vector<double> b = big.to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    const long double exact = f16_value(xh[i]) * 30000.0L;
+    if (std::fabs(exact) >= 65520) {
+      ASSERT_TRUE(std::isinf(b[i])) << i;
+    }
+  }
+  long double exact = 0;
+  for (int64_t i = 0; i < n; ++i) exact += f16_value(f16_bits(f16_value(xh[i]) * f16_value(yh[i])));
+  EXPECT_NEAR(total.item(), static_cast<double>(exact), std::fabs(exact) * 0x1p-9 + 1e-3);
+  expect_mentions(error_message([&] {
+                    (void)lt::matmul(x.reshape({1, n}), y.reshape({n, 1}));
+                  }),
+                  {"matmul", "f16"});
 }
 
 // Stochastic rounding lands on one of the two bf16 values around x, picks the upper one with

@@ -108,7 +108,7 @@ TEST_F(SafetensorsTest, EveryDTypeAndShapeRoundTripsBitForBit) {
   std::vector<st::NamedTensor> tensors;
   std::vector<std::string> want_bytes;
   for (DType dtype :
-       {DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64, DType::boolean}) {
+       {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::boolean}) {
     for (const Shape& shape : shapes) {
       std::string bytes(static_cast<size_t>(shape.numel()) * lt::dtype_size(dtype), '\0');
       // Any bit pattern (NaN payloads included) must survive; bools are stored as 0 and 1.
@@ -252,8 +252,8 @@ TEST_F(SafetensorsTest, UnsupportedDTypesAreNamed) {
                       R"({"w": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})", "ab")),
                   {"tensor 'w'", "'U8'"});
   expect_mentions(read_error(file_bytes(
-                      R"({"h": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}})", "ab")),
-                  {"tensor 'h'", "f16 tensors have no kernels"});
+                      R"({"h": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}})", "a")),
+                  {"tensor 'h'", "'F8_E4M3'"});
 }
 
 TEST_F(SafetensorsTest, OffsetsMustMatchTheShape) {

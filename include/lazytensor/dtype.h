@@ -6,12 +6,13 @@
 
 namespace lt {
 
-// Element types. f16 is reserved (it has no kernels yet); the enum's values are part of the
-// graph hashes of existing programs, so new dtypes go at the end.
+// Element types. The enum's values are part of the graph hashes of existing programs, so new
+// dtypes go at the end.
 //
-// Every dtype but f16 can be created, read back, copied and cast (`Tensor::to`, `copy_`).
-// Arithmetic and reductions need a floating dtype: f32, f64, or bf16 (stored as the upper
-// 16 bits of an f32, each op computed in f32 and rounded to nearest even).
+// Every dtype can be created, read back, copied and cast (`Tensor::to`, `copy_`). Arithmetic
+// and reductions need a floating dtype: f32, f64, bf16 (stored as the upper 16 bits of an f32)
+// or f16 (IEEE binary16); the two 16-bit ones compute each op in f32 and round its result to
+// nearest even, as PyTorch does, keeping NaN a NaN.
 enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean };
 
 const char* dtype_name(DType dtype);  // "f32", ..., "bool"; "unknown" for a value outside the enum

@@ -84,7 +84,7 @@ long = int64
 int = int32  # noqa: A001
 
 _NUMPY_OF = {float32: _np.float32, float64: _np.float64, int32: _np.int32, int64: _np.int64,
-             bool: _np.bool_}
+             bool: _np.bool_, float16: _np.float16}
 
 
 _builtin_int = _builtins.int
@@ -118,7 +118,7 @@ def tensor(data, dtype=None, requires_grad=False):
     if array.dtype.kind == "u" and array.size and array.max() > _np.iinfo(_np.int64).max:
         raise OverflowError("tensor: a value does not fit in int64")
     if dtype is not None:
-        if dtype in (bfloat16, float16):
+        if dtype == bfloat16:
             return _finish(_C._from_array(_np.require(array, _np.float32, "C")).to(dtype),
                            requires_grad)
         array = array.astype(_NUMPY_OF[dtype], copy=False)
@@ -129,8 +129,6 @@ def tensor(data, dtype=None, requires_grad=False):
             array = array.astype(_np.int64)
     if array.dtype.kind == "u" or array.dtype == _np.int8 or array.dtype == _np.int16:
         array = array.astype(_np.int64)
-    elif array.dtype == _np.float16:
-        array = array.astype(_np.float32)
     return _finish(_C._from_array(_np.require(array, requirements="C")), requires_grad)
 
 

@@ -90,6 +90,8 @@ nb::dlpack::dtype numpy_dtype(DType dtype) {
       return nb::dtype<int64_t>();
     case DType::boolean:
       return nb::dtype<bool>();
+    case DType::f16:
+      return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
     default:
       throw lt::Error(std::string("numpy: no NumPy dtype holds ") + lt::dtype_name(dtype));
   }
@@ -101,9 +103,13 @@ DType dtype_of_array(const nb::dlpack::dtype& d) {
   if (d == nb::dtype<int32_t>()) return DType::i32;
   if (d == nb::dtype<int64_t>()) return DType::i64;
   if (d == nb::dtype<bool>()) return DType::boolean;
+  if (d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float) && d.bits == 16 &&
+      d.lanes == 1) {
+    return DType::f16;
+  }
   throw lt::Error(
-      "tensor: unsupported array dtype (lazytensor holds float32, float64, int32, int64 and "
-      "bool)");
+      "tensor: unsupported array dtype (lazytensor holds float32, float64, float16, int32, "
+      "int64 and bool)");
 }
 
 using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
@@ -114,11 +120,10 @@ Tensor from_array(const HostArray& array) {
   return lt::from_host(array.data(), lt::Shape(sizes), dtype_of_array(array.dtype()));
 }
 
-// The tensor's values in a new NumPy array (bf16 widened to float32). Waits for the device
-// with the GIL released, so other Python threads run meanwhile.
+// The tensor's values in a new NumPy array (bf16, which NumPy lacks, widened to float32).
+// Waits for the device with the GIL released, so other Python threads run meanwhile.
 nb::ndarray<nb::numpy> to_numpy(const Tensor& t) {
-  const Tensor host_typed =
-      (t.dtype() == DType::bf16 || t.dtype() == DType::f16) ? t.to(DType::f32) : t;
+  const Tensor host_typed = t.dtype() == DType::bf16 ? t.to(DType::f32) : t;
   const nb::dlpack::dtype dtype = numpy_dtype(host_typed.dtype());
   const size_t bytes = static_cast<size_t>(host_typed.numel()) * lt::dtype_size(host_typed.dtype());
   auto* data = new uint8_t[bytes > 0 ? bytes : 1];
@@ -372,6 +377,7 @@ void bind_tensor_class(nb::module_& m) {
       .def("float", [](const Tensor& t) { return t.to(DType::f32); })
       .def("double", [](const Tensor& t) { return t.to(DType::f64); })
       .def("bfloat16", [](const Tensor& t) { return t.to(DType::bf16); })
+      .def("half", [](const Tensor& t) { return t.to(DType::f16); })
       .def("int", [](const Tensor& t) { return t.to(DType::i32); })
       .def("long", [](const Tensor& t) { return t.to(DType::i64); })
       .def("bool", [](const Tensor& t) { return t.to(DType::boolean); })

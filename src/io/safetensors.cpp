@@ -44,9 +44,9 @@ struct DTypeName {
   const char* name;
   DType dtype;
 };
-constexpr DTypeName kDTypeNames[] = {{"F32", DType::f32},   {"F64", DType::f64},
-                                     {"BF16", DType::bf16}, {"I32", DType::i32},
-                                     {"I64", DType::i64},   {"BOOL", DType::boolean}};
+constexpr DTypeName kDTypeNames[] = {
+    {"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16},   {"F16", DType::f16},
+    {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::boolean}};
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error("safetensors: " + path + ": " + what);
@@ -136,10 +136,9 @@ DType dtype_from_file(const std::string& path, const std::string& name, const st
   for (const DTypeName& known : kDTypeNames) {
     if (text == known.name) return known.dtype;
   }
-  if (text == "F16") fail(path, tensor_label(name) + " has dtype F16: f16 tensors have no kernels");
   fail(path, tensor_label(name) + " has dtype '" + text +
-                 "', which lazytensor does not support (supported: F32, F64, BF16, I32, I64, "
-                 "BOOL)");
+                 "', which lazytensor does not support (supported: F32, F64, BF16, F16, I32, "
+                 "I64, BOOL)");
 }
 
 uint64_t unsigned_field(const std::string& path, const std::string& name, const char* field,

@@ -45,8 +45,9 @@ inline constexpr DTypeInfo kDTypeInfos[] = {
     {DType::bf16, "bf16", 2, true, true, true, true, "unsigned short", "float",
      "lt_kernel::lt_cast_bf16", "lt_kernel::lt_bf16_load", "lt_kernel::lt_bf16_store",
      "lt_kernel::lt_bf16_store_exact"},
-    {DType::f16, "f16", 2, true, false, false, false, nullptr, nullptr, nullptr, nullptr, nullptr,
-     nullptr},
+    {DType::f16, "f16", 2, true, true, true, true, "unsigned short", "float",
+     "lt_kernel::lt_cast_f16", "lt_kernel::lt_f16_load", "lt_kernel::lt_f16_store",
+     "lt_kernel::lt_f16_store_exact"},
     {DType::i32, "i32", 4, false, true, false, false, "int", "int", "lt_kernel::lt_cast_i32",
      nullptr, nullptr, nullptr},
     {DType::i64, "i64", 8, false, true, false, false, "long long", "long long",
@@ -72,6 +73,11 @@ std::string dtype_list(bool DTypeInfo::*property);
 
 // A bf16 element as stored: the upper 16 bits of the f32 with the same sign and exponent.
 struct BFloat16 {
+  uint16_t bits;
+};
+
+// An f16 element as stored: IEEE binary16's bits.
+struct Float16 {
   uint16_t bits;
 };
 
@@ -107,6 +113,15 @@ struct ElementTraits<BFloat16> {
   template <class From>
   static Register cast(From x) {
     return lt_kernel::lt_cast_bf16(x);
+  }
+};
+template <>
+struct ElementTraits<Float16> {
+  static constexpr DType dtype = DType::f16;
+  using Register = float;
+  template <class From>
+  static Register cast(From x) {
+    return lt_kernel::lt_cast_f16(x);
   }
 };
 template <>
@@ -151,6 +166,8 @@ template <class T>
 RegisterOf<T> load_element(T value) {
   if constexpr (std::is_same_v<T, BFloat16>) {
     return lt_kernel::lt_bf16_load(value.bits);
+  } else if constexpr (std::is_same_v<T, Float16>) {
+    return lt_kernel::lt_f16_load(value.bits);
   } else {
     return value;
   }
@@ -159,6 +176,8 @@ template <class T>
 T store_element(RegisterOf<T> value) {
   if constexpr (std::is_same_v<T, BFloat16>) {
     return BFloat16{lt_kernel::lt_bf16_store(value)};
+  } else if constexpr (std::is_same_v<T, Float16>) {
+    return Float16{lt_kernel::lt_f16_store(value)};
   } else {
     return value;
   }
@@ -180,8 +199,9 @@ constexpr bool check_element_traits() {
   return true;
 }
 static_assert(check_element_traits<float>() && check_element_traits<double>() &&
-              check_element_traits<BFloat16>() && check_element_traits<int32_t>() &&
-              check_element_traits<int64_t>() && check_element_traits<bool>());
+              check_element_traits<BFloat16>() && check_element_traits<Float16>() &&
+              check_element_traits<int32_t>() && check_element_traits<int64_t>() &&
+              check_element_traits<bool>());
 static_assert(sizeof(unsigned int) == 4 && sizeof(unsigned short) == 2 && sizeof(int) == 4 &&
                   sizeof(long long) == 8,
               "the kernel prelude's types must match the storage types");
@@ -192,7 +212,7 @@ struct TypeTag {
 };
 
 // Calls f(TypeTag<T>{}) with the storage type T of `dtype`; throws lt::Error for a dtype
-// without kernels (f16, or a value outside the enum).
+// without kernels (a value outside the enum).
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
@@ -209,7 +229,7 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::boolean:
       return std::forward<F>(f)(TypeTag<bool>{});
     case DType::f16:
-      break;
+      return std::forward<F>(f)(TypeTag<Float16>{});
   }
   throw_no_kernels(dtype);
 }

@@ -205,6 +205,81 @@ inline float lt_cast_bf16(I x) {
   const float kept = static_cast<float>(magnitude) * scale;
   return lt_cast_bf16(x < 0 ? -kept : kept);
 }
+// f16 (IEEE binary16), stored as its 16 bits and computed in f32 registers that always hold f16
+// values, as bf16 is. Converted in software (bit operations that vectorize), so that the
+// interpreter, the host and kernels for any CPU agree.
+inline float lt_f16_load(unsigned short h) {
+  const unsigned int sign = static_cast<unsigned int>(h & 0x8000u) << 16;
+  const unsigned int magnitude = h & 0x7fffu;
+  // Exponent and mantissa moved to f32's places and the exponent rebiased by a multiply, which
+  // also normalizes subnormals exactly; infinities and NaNs keep all-ones exponents.
+  const unsigned int moved = magnitude << 13;
+  float scaled;
+  __builtin_memcpy(&scaled, &moved, 4);
+  scaled *= 0x1p112f;
+  unsigned int bits;
+  __builtin_memcpy(&bits, &scaled, 4);
+  if (magnitude >= 0x7c00u) bits = moved | 0x7f800000u;
+  bits |= sign;
+  float x;
+  __builtin_memcpy(&x, &bits, 4);
+  return x;
+}
+// Rounds to nearest, ties to even (Giesen's float_to_half with round-to-nearest-even):
+// overflow gives infinity, a NaN stays a quiet NaN of the same sign.
+inline unsigned short lt_f16_store(float x) {
+  unsigned int bits;
+  __builtin_memcpy(&bits, &x, 4);
+  const unsigned int sign = bits & 0x80000000u;
+  bits ^= sign;
+  unsigned int out;
+  if (bits >= 0x47800000u) {  // 2^16 and up: beyond f16's range once rounded
+    out = bits > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (bits < 0x38800000u) {  // below 2^-14: an f16 subnormal or zero
+    // Adding 0.5 aligns the subnormal's bits at the bottom of the f32's mantissa, rounded to
+    // nearest even by the addition itself.
+    float magnitude;
+    __builtin_memcpy(&magnitude, &bits, 4);
+    magnitude += 0.5f;
+    unsigned int aligned;
+    __builtin_memcpy(&aligned, &magnitude, 4);
+    out = aligned - 0x3f000000u;
+  } else {
+    const unsigned int odd = (bits >> 13) & 1u;
+    bits += 0xc8000fffu + odd;  // rebias the exponent by -112 (mod 2^32) and round
+    out = bits >> 13;
+  }
+  return static_cast<unsigned short>(out | (sign >> 16));
+}
+// The store of an f32 that holds an f16 value: no rounding, NaNs quieted.
+inline unsigned short lt_f16_store_exact(float x) {
+  return lt_f16_store(x);
+}
+inline float lt_cast_f16(float x) {
+  return lt_f16_load(lt_f16_store(x));
+}
+// Rounding to odd on the way to f32 keeps the second rounding exact (as for bf16).
+inline float lt_cast_f16(double x) {
+  float narrow = static_cast<float>(x);
+  if (static_cast<double>(narrow) != x && x == x) {
+    unsigned int bits;
+    __builtin_memcpy(&bits, &narrow, 4);
+    if (__builtin_fabs(static_cast<double>(narrow)) > __builtin_fabs(x)) --bits;  // toward zero
+    bits |= 1u;
+    __builtin_memcpy(&narrow, &bits, 4);
+  }
+  return lt_cast_f16(narrow);
+}
+inline float lt_cast_f16(bool x) {
+  return x ? 1.0f : 0.0f;
+}
+// Integers below 2^24 are exact in f32; larger ones round to infinity in f16 whatever f32 made
+// of them.
+template <class I>
+inline float lt_cast_f16(I x) {
+  return lt_cast_f16(static_cast<float>(x));
+}
+
 // Stochastic rounding to bf16 (the optimizer's low-precision state: a bf16 weight updated by
 // steps below half its ulp would never move under rounding to nearest). The f32's lower 16
 // bits plus 16 random bits carry into the kept bits with probability (lower bits) / 2^16, so

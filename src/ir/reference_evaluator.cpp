@@ -49,6 +49,18 @@ std::vector<int64_t> broadcast_index(const Shape& in, const Shape& out) {
 }
 
 // Rounds to the nearest bf16 (8 significant bits, f32's exponent range), ties to even.
+// IEEE binary16: 11 significant bits, subnormals spaced 2^-24, overflow past 65520 (the midpoint
+// between the largest f16, 65504, and 2^16) to infinity.
+double round_to_f16(double v) {
+  if (!std::isfinite(v) || v == 0) return v;
+  int exponent;
+  std::frexp(v, &exponent);
+  const double spacing = std::ldexp(1.0, std::max(exponent, -13) - 11);
+  const double rounded = std::nearbyint(v / spacing) * spacing;
+  if (std::fabs(rounded) > 65504) return std::copysign(INFINITY, v);
+  return rounded;
+}
+
 double round_to_bf16(double v) {
   if (!std::isfinite(v) || v == 0) return v;
   int exponent;
@@ -86,7 +98,7 @@ double convert(DType from, DType to, double v) {
     case DType::boolean:
       return v != 0;  // NaN too
     case DType::f16:
-      break;
+      return round_to_f16(v);
   }
   throw Error(std::string("reference::evaluate: no conversion to dtype ") + dtype_name(to));
 }

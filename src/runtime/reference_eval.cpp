@@ -2,6 +2,7 @@
 // device here, then ir::evaluate_graph. Reading device memory stays out of the IR, which only
 // computes on the values it is handed.
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -22,11 +23,18 @@ namespace lt::reference {
 namespace {
 
 // An element as stored, read without the kernels' conversions (the reference shares nothing
-// with them): bf16 is the upper half of an f32's bits.
+// with them): bf16 is the upper half of an f32's bits; f16 is IEEE binary16.
 template <class T>
 double value_of(T element) {
   if constexpr (std::is_same_v<T, BFloat16>) {
     return std::bit_cast<float>(static_cast<uint32_t>(element.bits) << 16);
+  } else if constexpr (std::is_same_v<T, Float16>) {
+    const int exponent = (element.bits >> 10) & 0x1f;
+    const int fraction = element.bits & 0x3ff;
+    const double sign = element.bits & 0x8000 ? -1.0 : 1.0;
+    if (exponent == 0x1f) return fraction ? std::nan("") : sign * HUGE_VAL;
+    if (exponent == 0) return sign * std::ldexp(fraction, -24);
+    return sign * std::ldexp(1.0 + fraction / 1024.0, exponent - 15);
   } else {
     return static_cast<double>(element);
   }

@@ -17,6 +17,11 @@ namespace {
 
 void check_operands(const char* op, const ir::NodePtr& a, const ir::NodePtr& b) {
   trace::check_arithmetic(op, a->dtype);
+  if (a->dtype == DType::f16) {
+    throw Error(std::string(op) +
+                ": no matrix multiply for f16 yet (f32, f64 and bf16 have one); convert with "
+                "to(lt::DType::f32) or to(lt::DType::bf16)");
+  }
   if (a->dtype != b->dtype) {
     throw Error(std::string(op) + ": expected both operands to have the same dtype, got " +
                 dtype_name(a->dtype) + " and " + dtype_name(b->dtype));

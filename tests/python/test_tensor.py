@@ -43,6 +43,20 @@ def test_bfloat16_reads_back_as_float32(rng):
     np.testing.assert_allclose(t.numpy(), a, rtol=2**-8)
 
 
+def test_float16_round_trips_and_rounds_every_result(rng):
+    a = (rng.standard_normal(64) * 100).astype(np.float16)
+    t = lt.tensor(a)
+    assert t.dtype == lt.float16
+    back = t.numpy()
+    assert back.dtype == np.float16
+    np.testing.assert_array_equal(back, a)
+    b = (rng.standard_normal(64)).astype(np.float16)
+    # NumPy computes float16 ops in float32 and rounds each result, as lazytensor does.
+    np.testing.assert_array_equal((t * lt.tensor(b) + 1.0).numpy(), a * b + np.float16(1.0))
+    np.testing.assert_array_equal(lt.tensor(a, dtype=lt.float32).half().numpy(), a)
+    assert np.isinf(lt.tensor([70000.0]).half().numpy()[0])
+
+
 def test_factories(rng):
     assert lt.zeros(2, 3).shape == (2, 3)
     assert lt.zeros((2, 3)).shape == (2, 3)
@@ -230,7 +244,7 @@ def test_item_float_int_bool():
     assert bool(lt.tensor(1.0)) and not bool(lt.tensor(0.0))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_])
 def test_dlpack_both_ways_without_a_copy(rng, dtype):
     a = (rng.standard_normal((4, 5)) * 10).astype(dtype)
     t = lt.from_dlpack(a)
@@ -279,3 +293,6 @@ def test_dlpack_with_torch(rng):
     b = torch.randn(5).to(torch.bfloat16)
     assert lt.from_dlpack(b).dtype == lt.bfloat16
     assert torch.equal(torch.from_dlpack(lt.from_dlpack(b)), b)
+    h = torch.randn(5).to(torch.float16)
+    assert lt.from_dlpack(h).dtype == lt.float16
+    assert torch.equal(torch.from_dlpack(lt.from_dlpack(h) * 2.0), h * 2)
