@@ -20,6 +20,7 @@
 #include "runtime/config.h"
 #include "runtime/tensor_impl.h"
 #include "test_support.h"
+#include "trace/trace.h"
 
 namespace {
 
@@ -170,6 +171,11 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"dropout", lt::dropout(x, 0.3), arithmetic},
       // The random bits are the reference's too: the same bf16 values, bit for bit.
       {"stochastic_round", lt::stochastic_round(x * y), arithmetic},
+      // The 8-bit maps: nearest codes and their values, bit for bit the reference's.
+      {"dynamic8_signed", lt::trace::dequantize8(lt::trace::quantize8(x * (1 / 3.0), false), false),
+       arithmetic},
+      {"dynamic8_unsigned", lt::trace::dequantize8(lt::trace::quantize8(w, true), true),
+       arithmetic},
   };
 }
 

@@ -29,8 +29,8 @@ using lt_test::counter;
 using lt_test::error_message;
 using lt_test::expect_mentions;
 
-constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::bf16,   DType::f16,
-                             DType::i32, DType::i64, DType::boolean};
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::bf16,    DType::f16,
+                             DType::i32, DType::i64, DType::boolean, DType::u8};
 constexpr long double kNaN = std::numeric_limits<long double>::quiet_NaN();
 constexpr long double kInf = std::numeric_limits<long double>::infinity();
 constexpr double kNaN64 = std::numeric_limits<double>::quiet_NaN();
@@ -126,6 +126,7 @@ struct HostValues {
       case DType::i64:
         return at<int64_t>(i);
       case DType::boolean:
+      case DType::u8:
         return bytes[i];
     }
     ADD_FAILURE() << "no host layout for " << lt::dtype_name(dtype);
@@ -162,6 +163,9 @@ void push_converted(const HostValues& from, size_t i, HostValues& out) {
       return;
     case DType::boolean:
       out.push(static_cast<unsigned char>(v != 0));  // NaN is true
+      return;
+    case DType::u8:  // wraps, as i32 does
+      out.push(static_cast<uint8_t>(integer ? static_cast<int64_t>(v) : truncate<int64_t>(v)));
       return;
     case DType::f16:
       out.push(f16_bits(v));
@@ -226,6 +230,8 @@ class Inputs {
     switch (dtype) {
       case DType::boolean:
         return {0, 1};
+      case DType::u8:
+        return {0, 1, 127, 128, 255};
       case DType::i32:
         return {0, 1, -1, 7, -7, 255, 256, -129, 16777217, -16777217, 2147483647, -2147483648.0L};
       case DType::i64:
@@ -263,6 +269,8 @@ class Inputs {
     switch (dtype) {
       case DType::boolean:
         return std::uniform_int_distribution<int>(0, 1)(gen_);
+      case DType::u8:
+        return std::uniform_int_distribution<int>(0, 255)(gen_);
       case DType::i32:
         return std::uniform_int_distribution<int32_t>()(gen_);
       case DType::i64: {
@@ -299,6 +307,9 @@ class Inputs {
         return;
       case DType::boolean:
         out.push(static_cast<unsigned char>(v != 0));
+        return;
+      case DType::u8:
+        out.push(static_cast<uint8_t>(v));
         return;
       case DType::f16:
         out.push(f16_bits(v));
@@ -462,8 +473,12 @@ TEST_P(DtypeTest, FillsInEveryDtype) {
     EXPECT_EQ(z.dtype(), dtype);
     EXPECT_EQ(z.to_vector<double>(), std::vector<double>(6, 0.0));
     EXPECT_EQ(o.to_vector<double>(), std::vector<double>(4, 1.0));
-    // The value as the dtype holds it: truncated for integers, true for bool.
-    const double held = dtype == DType::boolean ? 1.0 : lt::dtype_is_floating(dtype) ? -2.75 : -2.0;
+    // The value as the dtype holds it: truncated for integers (and wrapped for u8), true for
+    // bool.
+    const double held = dtype == DType::boolean        ? 1.0
+                        : dtype == DType::u8           ? 254.0
+                        : lt::dtype_is_floating(dtype) ? -2.75
+                                                       : -2.0;
     EXPECT_EQ(f.to_vector<double>(), std::vector<double>(3, held));
     const double filled = dtype == DType::boolean ? 1.0 : lt::dtype_is_floating(dtype) ? 3.5 : 3.0;
     EXPECT_EQ(g.to_vector<double>(), std::vector<double>(2, filled));
@@ -492,6 +507,7 @@ TEST_P(DtypeTest, NumbersTakeTheDtypeUnderEveryScalarPolicy) {
       lt::mark_step();
       const bool floating = lt::dtype_is_floating(dtype);
       EXPECT_EQ(f.to_vector<double>(), std::vector<double>(2, dtype == DType::boolean ? 1
+                                                              : dtype == DType::u8    ? 251
                                                               : floating              ? -5.5
                                                                                       : -5));
       EXPECT_EQ(g.to_vector<double>(), std::vector<double>(3, dtype == DType::boolean ? 1
@@ -515,7 +531,7 @@ TEST_P(DtypeTest, RandomFactoriesMakeFloatingDtypesOnly) {
       ASSERT_EQ(got[i], static_cast<double>(bf16_value(bf16_bits(exact[i])))) << i;
     }
   }
-  for (DType dtype : {DType::i32, DType::i64, DType::boolean}) {
+  for (DType dtype : {DType::i32, DType::i64, DType::boolean, DType::u8}) {
     expect_mentions(error_message([&] { lt::rand({2}, 1, dtype); }),
                     {"rand", lt::dtype_name(dtype)});
     expect_mentions(error_message([&] { lt::randn({2}, 1, dtype); }),
@@ -625,7 +641,7 @@ TEST_P(DtypeTest, ToTheSameDtypeIsTheSameTensor) {
 
 TEST_P(DtypeTest, ArithmeticOnIntegerAndBoolNamesTheOpAndDtype) {
   const Tensor f = lt::ones({3});
-  for (DType dtype : {DType::i32, DType::i64, DType::boolean}) {
+  for (DType dtype : {DType::i32, DType::i64, DType::boolean, DType::u8}) {
     const std::string name = lt::dtype_name(dtype);
     SCOPED_TRACE(name);
     Tensor t = lt::ones({3}, dtype);
@@ -666,6 +682,9 @@ TEST(DtypePromotion, FollowsPyTorch) {
       {DType::boolean, DType::bf16, DType::bf16},
       {DType::boolean, DType::boolean, DType::boolean},
       {DType::i32, DType::i32, DType::i32},
+      {DType::u8, DType::boolean, DType::u8},
+      {DType::u8, DType::i32, DType::i32},
+      {DType::u8, DType::f16, DType::f16},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(lt::promote_types(c.a, c.b), c.want)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "trace/trace.h"
 
 namespace {
 
@@ -328,9 +329,77 @@ TEST_F(OptimTest, Bf16SecondMomentDecays) {
   EXPECT_NEAR(mean, want, want * 0.02) << "rounded to nearest it would stay at 1e-3";
 }
 
+// Precision::q8: the moments are u8 codes with an f32 maximum per row; dequantized, they stay
+// within the dynamic map's resolution of the moments an fp32 optimizer computes from the same
+// gradients, the weights follow fp32's, small tensors keep f32 moments (and then compute what
+// fp32 computes), and the step runs in a few launches with no recompiles.
+TEST_F(OptimTest, EightBitMomentsTrackFp32) {
+  const Shape shape{24, 300}, small{40};
+  auto make = [&](lt::optim::Precision precision, lt::DType dtype, const std::vector<float>& w,
+                  const std::vector<float>& b) {
+    ParamGroup<AdamWOptions> group;
+    group.options = {.lr = 1e-2, .weight_decay = 0.01, .precision = precision};
+    group.params = {lt::from_vector(w, shape).to(dtype), lt::from_vector(b, small).to(dtype)};
+    group.grads = {lt::zeros(shape, dtype), lt::zeros(small, dtype)};
+    return group;
+  };
+  const std::vector<float> w = values(shape.numel()), b = values(small.numel());
+  AdamW eight({make(lt::optim::Precision::q8, lt::DType::f32, w, b)});
+  AdamW fp32({make(lt::optim::Precision::fp32, lt::DType::f32, w, b)});
+  EXPECT_EQ(eight.state(0, 0).exp_avg.dtype(), lt::DType::u8);
+  EXPECT_EQ(eight.state(0, 0).exp_avg_absmax.shape(), (Shape{24, 1}));
+  EXPECT_EQ(eight.state(0, 1).exp_avg.dtype(), lt::DType::f32);  // under 4096 elements
+  EXPECT_FALSE(eight.state(0, 1).exp_avg_absmax.defined());
+  int64_t launches = 0, compiles = 0;
+  for (int step = 0; step < 8; ++step) {
+    // Rows of different scales, as a weight matrix's gradients have.
+    std::vector<float> gw = values(shape.numel());
+    for (int64_t i = 0; i < shape.numel(); ++i) gw[i] *= std::pow(10.0f, (i / 300) % 4 - 2.0f);
+    const std::vector<float> gb = values(small.numel());
+    for (AdamW* o : {&eight, &fp32}) {
+      o->groups()[0].grads = {lt::from_vector(gw, shape), lt::from_vector(gb, small)};
+    }
+    lt::mark_step();
+    const int64_t launches_before = counter("KernelLaunch");
+    const int64_t compiles_before = counter("UncachedCompile");
+    eight.step();
+    lt::mark_step();
+    lt::wait_device_ops();
+    launches = counter("KernelLaunch") - launches_before;
+    if (step > 0) compiles += counter("UncachedCompile") - compiles_before;
+    fp32.step();
+    lt::mark_step();
+  }
+  // The two block maxima, one small kernel clamping them (away from 0, to divide by), the
+  // update, and the small tensor's update.
+  EXPECT_LE(launches, 5);
+  EXPECT_EQ(compiles, 0);
+  const AdamW::State& q = eight.state(0, 0);
+  const AdamW::State& f = fp32.state(0, 0);
+  const Vec m = (lt::trace::dequantize8(q.exp_avg, false) * q.exp_avg_absmax).to_vector<double>();
+  const Vec v =
+      (lt::trace::dequantize8(q.exp_avg_sq, true) * q.exp_avg_sq_absmax).to_vector<double>();
+  const Vec m_ref = f.exp_avg.to_vector<double>(), v_ref = f.exp_avg_sq.to_vector<double>();
+  const Vec m_max = q.exp_avg_absmax.to_vector<double>(),
+            v_max = q.exp_avg_sq_absmax.to_vector<double>();
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    // The top decade of the map is spaced 0.9 / 64 (signed) and 0.9 / 128 (unsigned) of the
+    // block maximum; errors compound over the steps, so allow two spacings.
+    ASSERT_NEAR(m[i], m_ref[i], 0.03 * m_max[i / 300]) << i;
+    ASSERT_NEAR(v[i], v_ref[i], 0.015 * v_max[i / 300]) << i;
+  }
+  const Vec p = eight.groups()[0].params[0].to_vector<double>();
+  const Vec p_ref = fp32.groups()[0].params[0].to_vector<double>();
+  double worst = 0;
+  for (int64_t i = 0; i < shape.numel(); ++i) worst = std::max(worst, std::fabs(p[i] - p_ref[i]));
+  EXPECT_LT(worst, 8 * 1e-2 * 0.1) << "8 steps of lr 1e-2 moved the weights by at most 0.08";
+  expect_close(eight.groups()[0].params[1].to_vector<double>(),
+               fp32.groups()[0].params[1].to_vector<double>(), kF32);
+}
+
 TEST_F(OptimTest, PrecisionsAreNamedAndChecked) {
-  for (auto p :
-       {lt::optim::Precision::fp32, lt::optim::Precision::mixed, lt::optim::Precision::bf16}) {
+  for (auto p : {lt::optim::Precision::fp32, lt::optim::Precision::mixed,
+                 lt::optim::Precision::bf16, lt::optim::Precision::q8}) {
     EXPECT_EQ(lt::optim::parse_precision(lt::optim::precision_name(p)), p);
   }
   expect_mentions(error_message([] { (void)lt::optim::parse_precision("fp8"); }),

@@ -68,7 +68,8 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
     // Mixed precision writes the parameters without reading them (the masters are read).
     const double param_passes = group.options.precision == optim::Precision::mixed ? 1 : 2;
     step_bytes += param_passes * bytes(params[i]) + bytes(grads[i]);
-    for (const Tensor* t : {&s.exp_avg, &s.exp_avg_sq, &s.max_exp_avg_sq, &s.master}) {
+    for (const Tensor* t : {&s.exp_avg, &s.exp_avg_sq, &s.max_exp_avg_sq, &s.master,
+                            &s.exp_avg_absmax, &s.exp_avg_sq_absmax}) {
       step_bytes += 2 * bytes(*t);
     }
   }

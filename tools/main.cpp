@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       ->add_option("--precision", adamw_options.precision,
                    "fp32 (f32 parameters, gradients, moments); mixed (bf16 parameters and "
                    "gradients, f32 masters and moments); bf16 (everything bf16, stochastically "
-                   "rounded)")
+                   "rounded); 8bit (bf16 parameters and gradients, block-wise 8-bit moments)")
       ->capture_default_str();
   adamw->add_option("--weight-decay", adamw_options.weight_decay, "weight decay")
       ->capture_default_str();

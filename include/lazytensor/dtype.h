@@ -13,7 +13,9 @@ namespace lt {
 // and reductions need a floating dtype: f32, f64, bf16 (stored as the upper 16 bits of an f32)
 // or f16 (IEEE binary16); the two 16-bit ones compute each op in f32 and round its result to
 // nearest even, as PyTorch does, keeping NaN a NaN.
-enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean };
+// u8: unsigned bytes (8-bit optimizer state codes, image data), no arithmetic as the other
+// integers.
+enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean, u8 };
 
 const char* dtype_name(DType dtype);  // "f32", ..., "bool"; "unknown" for a value outside the enum
 size_t dtype_size(DType dtype);       // bytes per element

@@ -37,8 +37,13 @@ enum class Precision {
   // stochastically (lt::stochastic_round), so updates far below a bf16 ulp still move the
   // weights on average and the second moment decays; the first moment is rounded to nearest.
   bf16,
+  // "8bit": moments as 8-bit codes of the dynamic tree maps, block-wise quantized (Dettmers et
+  // al., "8-bit Optimizers via Block-wise Quantization"), a block being a row of the parameter
+  // (its trailing dims of at least 256 elements) with an f32 maximum; parameters under 4096
+  // elements or 1-D keep f32 moments. bf16 parameters are rounded stochastically. No amsgrad.
+  q8,
 };
-// "fp32", "mixed", "bf16".
+// "fp32", "mixed", "bf16", "8bit".
 const char* precision_name(Precision precision);
 // The inverse of precision_name; throws lt::Error for other names.
 Precision parse_precision(const std::string& name);
@@ -67,6 +72,9 @@ class AdamW {
     Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
     // Precision::mixed: the parameter's f32 master copy, taken when the state is created.
     Tensor master;
+    // Precision::q8: each block's largest magnitude of exp_avg and exp_avg_sq (f32, the
+    // parameter's shape with the block's dims 1); the moments hold u8 codes.
+    Tensor exp_avg_absmax, exp_avg_sq_absmax;
   };
 
   AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor = Flavor::huggingface);
@@ -91,6 +99,8 @@ class AdamW {
   // Creates the state the options ask for that does not exist yet, as device data: all of it
   // in the constructor; max_exp_avg_sq later if amsgrad is switched on through groups().
   void create_state();
+  void step_quantized(const AdamWOptions& o, double t, State& s, Tensor& p, Tensor& weights,
+                      const Tensor& grad, DType compute);
 
   std::vector<ParamGroup<AdamWOptions>> groups_;
   std::vector<std::vector<State>> state_;

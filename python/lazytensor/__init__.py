@@ -75,6 +75,7 @@ float32 = dtype.float32
 float64 = dtype.float64
 bfloat16 = dtype.bfloat16
 float16 = dtype.float16
+uint8 = dtype.uint8
 int32 = dtype.int32
 int64 = dtype.int64
 bool = dtype.bool  # noqa: A001 (as torch.bool)
@@ -84,7 +85,7 @@ long = int64
 int = int32  # noqa: A001
 
 _NUMPY_OF = {float32: _np.float32, float64: _np.float64, int32: _np.int32, int64: _np.int64,
-             bool: _np.bool_, float16: _np.float16}
+             bool: _np.bool_, float16: _np.float16, uint8: _np.uint8}
 
 
 _builtin_int = _builtins.int
@@ -127,7 +128,7 @@ def tensor(data, dtype=None, requires_grad=False):
             array = array.astype(_np.float32)
         elif array.dtype.kind in "iu":
             array = array.astype(_np.int64)
-    if array.dtype.kind == "u" or array.dtype == _np.int8 or array.dtype == _np.int16:
+    if (array.dtype.kind == "u" and array.dtype != _np.uint8) or array.dtype in (_np.int8, _np.int16):
         array = array.astype(_np.int64)
     return _finish(_C._from_array(_np.require(array, requirements="C")), requires_grad)
 

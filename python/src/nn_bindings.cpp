@@ -88,6 +88,10 @@ void bind_nn(nb::module_& m) {
             d["exp_avg_sq"] = s.exp_avg_sq;
             if (s.max_exp_avg_sq.defined()) d["max_exp_avg_sq"] = s.max_exp_avg_sq;
             if (s.master.defined()) d["master"] = s.master;
+            if (s.exp_avg_absmax.defined()) {
+              d["exp_avg_absmax"] = s.exp_avg_absmax;
+              d["exp_avg_sq_absmax"] = s.exp_avg_sq_absmax;
+            }
             return d;
           },
           "group"_a, "param"_a);

@@ -92,6 +92,8 @@ nb::dlpack::dtype numpy_dtype(DType dtype) {
       return nb::dtype<bool>();
     case DType::f16:
       return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case DType::u8:
+      return nb::dtype<uint8_t>();
     default:
       throw lt::Error(std::string("numpy: no NumPy dtype holds ") + lt::dtype_name(dtype));
   }
@@ -103,13 +105,14 @@ DType dtype_of_array(const nb::dlpack::dtype& d) {
   if (d == nb::dtype<int32_t>()) return DType::i32;
   if (d == nb::dtype<int64_t>()) return DType::i64;
   if (d == nb::dtype<bool>()) return DType::boolean;
+  if (d == nb::dtype<uint8_t>()) return DType::u8;
   if (d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float) && d.bits == 16 &&
       d.lanes == 1) {
     return DType::f16;
   }
   throw lt::Error(
       "tensor: unsupported array dtype (lazytensor holds float32, float64, float16, int32, "
-      "int64 and bool)");
+      "int64, uint8 and bool)");
 }
 
 using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
@@ -249,7 +252,8 @@ void bind_dtypes(nb::module_& m) {
       .value("float16", DType::f16)
       .value("int32", DType::i32)
       .value("int64", DType::i64)
-      .value("bool", DType::boolean);
+      .value("bool", DType::boolean)
+      .value("uint8", DType::u8);
 }
 
 void bind_tensor_class(nb::module_& m) {

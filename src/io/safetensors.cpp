@@ -45,8 +45,8 @@ struct DTypeName {
   DType dtype;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16},   {"F16", DType::f16},
-    {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::boolean}};
+    {"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16},    {"F16", DType::f16},
+    {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::boolean}, {"U8", DType::u8}};
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error("safetensors: " + path + ": " + what);
@@ -138,7 +138,7 @@ DType dtype_from_file(const std::string& path, const std::string& name, const st
   }
   fail(path, tensor_label(name) + " has dtype '" + text +
                  "', which lazytensor does not support (supported: F32, F64, BF16, F16, I32, "
-                 "I64, BOOL)");
+                 "I64, BOOL, U8)");
 }
 
 uint64_t unsigned_field(const std::string& path, const std::string& name, const char* field,

@@ -66,7 +66,9 @@ DType promote_types(DType a, DType b) {
     if (x.size == y.size) return DType::f32;
     return x.size > y.size ? a : b;
   }
-  // Integers and bool: bool is the narrowest.
+  // Integers and bool: bool is the narrowest, then the wider integer wins.
+  if (a == DType::boolean) return b;
+  if (b == DType::boolean) return a;
   return x.size > y.size ? a : b;
 }
 

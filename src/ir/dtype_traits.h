@@ -54,13 +54,15 @@ inline constexpr DTypeInfo kDTypeInfos[] = {
      "lt_kernel::lt_cast_i64", nullptr, nullptr, nullptr},
     {DType::boolean, "bool", 1, false, true, false, false, "bool", "bool", "static_cast<bool>",
      nullptr, nullptr, nullptr},
+    {DType::u8, "u8", 1, false, true, false, false, "unsigned char", "unsigned char",
+     "lt_kernel::lt_cast_u8", nullptr, nullptr, nullptr},
 };
 inline constexpr size_t kNumDTypes = sizeof(kDTypeInfos) / sizeof(kDTypeInfos[0]);
 constexpr bool rows_in_enum_order() {
   for (size_t i = 0; i < kNumDTypes; ++i) {
     if (static_cast<size_t>(kDTypeInfos[i].dtype) != i) return false;
   }
-  return kNumDTypes == static_cast<size_t>(DType::boolean) + 1;
+  return kNumDTypes == static_cast<size_t>(DType::u8) + 1;
 }
 static_assert(rows_in_enum_order(), "kDTypeInfos needs one row per DType, in the enum's order");
 
@@ -143,6 +145,15 @@ struct ElementTraits<int64_t> {
   }
 };
 template <>
+struct ElementTraits<uint8_t> {
+  static constexpr DType dtype = DType::u8;
+  using Register = uint8_t;
+  template <class From>
+  static Register cast(From x) {
+    return lt_kernel::lt_cast_u8(x);
+  }
+};
+template <>
 struct ElementTraits<bool> {
   static constexpr DType dtype = DType::boolean;
   using Register = bool;
@@ -201,9 +212,9 @@ constexpr bool check_element_traits() {
 static_assert(check_element_traits<float>() && check_element_traits<double>() &&
               check_element_traits<BFloat16>() && check_element_traits<Float16>() &&
               check_element_traits<int32_t>() && check_element_traits<int64_t>() &&
-              check_element_traits<bool>());
+              check_element_traits<bool>() && check_element_traits<uint8_t>());
 static_assert(sizeof(unsigned int) == 4 && sizeof(unsigned short) == 2 && sizeof(int) == 4 &&
-                  sizeof(long long) == 8,
+                  sizeof(unsigned char) == 1 && sizeof(long long) == 8,
               "the kernel prelude's types must match the storage types");
 
 template <class T>
@@ -228,6 +239,8 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
       return std::forward<F>(f)(TypeTag<int64_t>{});
     case DType::boolean:
       return std::forward<F>(f)(TypeTag<bool>{});
+    case DType::u8:
+      return std::forward<F>(f)(TypeTag<uint8_t>{});
     case DType::f16:
       return std::forward<F>(f)(TypeTag<Float16>{});
   }

@@ -141,6 +141,69 @@ inline T lt_philox_uniform(T seed, T offset, T position) {
   return static_cast<T>(static_cast<double>(bits) * 0x1p-53);
 }
 
+// The dynamic tree maps of 8-bit optimizers (Dettmers et al., 2022; bitsandbytes'
+// create_dynamic_map with 7 exponent bits): level i = 0..6 holds 10^(i-6) times the midpoints of
+// k equal steps from 0.1 to 1 (k = 2^i signed, 2^(i+1) unsigned), so codes are dense where a
+// block's normalized values are small and still reach 1e-7; then 0 and 1 (and the negatives,
+// signed). 256 sorted values, computed at compile time.
+struct LtDynamicMap {
+  float values[256];
+};
+constexpr LtDynamicMap lt_make_dynamic_map(bool is_unsigned) {
+  double positive[254] = {};
+  int count = 0;
+  for (int level = 0; level < 7; ++level) {
+    double scale = 1;
+    for (int e = level; e < 6; ++e) scale /= 10;
+    const int steps = is_unsigned ? 2 << level : 1 << level;
+    for (int j = 0; j < steps; ++j) {
+      const double lo = 0.1 + 0.9 * j / steps, hi = 0.1 + 0.9 * (j + 1) / steps;
+      positive[count++] = scale * (lo + hi) / 2;
+    }
+  }
+  LtDynamicMap map{};
+  int n = 0;
+  if (!is_unsigned) {
+    for (int j = count - 1; j >= 0; --j) map.values[n++] = static_cast<float>(-positive[j]);
+  }
+  map.values[n++] = 0.0f;
+  for (int j = 0; j < count; ++j) map.values[n++] = static_cast<float>(positive[j]);
+  map.values[n++] = 1.0f;
+  return map;
+}
+inline constexpr LtDynamicMap kLtSignedMap = lt_make_dynamic_map(false);
+inline constexpr LtDynamicMap kLtUnsignedMap = lt_make_dynamic_map(true);
+template <bool Unsigned>
+inline const float* lt_dynamic_map() {
+  return Unsigned ? kLtUnsignedMap.values : kLtSignedMap.values;
+}
+// The value of a code (clamped to 0..255; NaN reads code 0).
+template <bool Unsigned, class T>
+inline T lt_dynamic8_value(T code) {
+  const int index = code > T(0) ? (code < T(255) ? static_cast<int>(code) : 255) : 0;
+  return static_cast<T>(lt_dynamic_map<Unsigned>()[index]);
+}
+// The nearest code (ties to the lower one): a binary search over the sorted map, unrolled and
+// written with arithmetic on comparisons (a loop, or selects between loads, keep the element
+// loop around it from vectorizing). A NaN gets code 0 (it compares false everywhere):
+// quantized state holds no NaN.
+template <bool Unsigned, class T>
+inline T lt_dynamic8_code(T x) {
+  const float* map = lt_dynamic_map<Unsigned>();
+  int lo = static_cast<int>(map[128] <= x) << 7;
+  lo += static_cast<int>(map[lo + 64] <= x) << 6;
+  lo += static_cast<int>(map[lo + 32] <= x) << 5;
+  lo += static_cast<int>(map[lo + 16] <= x) << 4;
+  lo += static_cast<int>(map[lo + 8] <= x) << 3;
+  lo += static_cast<int>(map[lo + 4] <= x) << 2;
+  lo += static_cast<int>(map[lo + 2] <= x) << 1;
+  lo += static_cast<int>(map[lo + 1] <= x);
+  // The next code up, when there is one and x is strictly nearer to it.
+  const int below_top = static_cast<int>(lo < 255);
+  const int hi = lo + below_top;
+  return static_cast<T>(lo + (below_top & static_cast<int>(map[hi] - x < x - map[lo])));
+}
+
 // Conversions between dtypes, in registers. Every dtype is computed in its storage type but
 // bf16, which is stored as the upper 16 bits of an f32 and computed in f32 registers that
 // always hold bf16 values: each op's result is rounded (to nearest, ties to even), as
@@ -172,10 +235,10 @@ inline unsigned short lt_bf16_store_exact(float x) {
 inline float lt_cast_bf16(float x) {
   return lt_bf16_load(lt_bf16_store(x));
 }
-// Rounding a double to f32 and then to bf16 would round twice (a value just above a bf16
-// midpoint can land on it). Rounding to odd on the way to f32 keeps the second rounding
-// exact: the truncated f32 with its last bit set whenever anything was cut off.
-inline float lt_cast_bf16(double x) {
+// Rounding a double to f32 and then to a 16-bit float would round twice (a value just above a
+// midpoint can land on it). Rounding to odd on the way to f32 keeps the second rounding exact:
+// the truncated f32 with its last bit set whenever anything was cut off.
+inline float lt_round_to_odd_f32(double x) {
   float narrow = static_cast<float>(x);
   if (static_cast<double>(narrow) != x && x == x) {
     unsigned int bits;
@@ -184,7 +247,10 @@ inline float lt_cast_bf16(double x) {
     bits |= 1u;
     __builtin_memcpy(&narrow, &bits, 4);
   }
-  return lt_cast_bf16(narrow);
+  return narrow;
+}
+inline float lt_cast_bf16(double x) {
+  return lt_cast_bf16(lt_round_to_odd_f32(x));
 }
 inline float lt_cast_bf16(bool x) {
   return x ? 1.0f : 0.0f;
@@ -258,17 +324,8 @@ inline unsigned short lt_f16_store_exact(float x) {
 inline float lt_cast_f16(float x) {
   return lt_f16_load(lt_f16_store(x));
 }
-// Rounding to odd on the way to f32 keeps the second rounding exact (as for bf16).
 inline float lt_cast_f16(double x) {
-  float narrow = static_cast<float>(x);
-  if (static_cast<double>(narrow) != x && x == x) {
-    unsigned int bits;
-    __builtin_memcpy(&bits, &narrow, 4);
-    if (__builtin_fabs(static_cast<double>(narrow)) > __builtin_fabs(x)) --bits;  // toward zero
-    bits |= 1u;
-    __builtin_memcpy(&narrow, &bits, 4);
-  }
-  return lt_cast_f16(narrow);
+  return lt_cast_f16(lt_round_to_odd_f32(x));
 }
 inline float lt_cast_f16(bool x) {
   return x ? 1.0f : 0.0f;
@@ -339,6 +396,16 @@ inline long long lt_cast_i64(float x) {
 }
 inline long long lt_cast_i64(double x) {
   return x >= -0x1p63 && x < 0x1p63 ? static_cast<long long>(x) : -9223372036854775807LL - 1;
+}
+
+// To u8: floating values truncate toward zero as for i64 and then wrap, as integers do (NaN and
+// out-of-range values give 0, i64's minimum wrapped); bool gives 0 or 1.
+template <class T>
+inline unsigned char lt_cast_u8(T x) {
+  return static_cast<unsigned char>(static_cast<unsigned long long>(lt_cast_i64(x)));
+}
+inline unsigned char lt_cast_u8(bool x) {
+  return x ? 1 : 0;
 }
 
 #define LT_UNARY(Name, name, expr, ref) \

@@ -97,6 +97,9 @@ double convert(DType from, DType to, double v) {
       return dtype_is_floating(from) ? truncate_to<int64_t>(v) : v;
     case DType::boolean:
       return v != 0;  // NaN too
+    case DType::u8:   // wraps, as i32 does
+      return static_cast<uint8_t>(dtype_is_floating(from) ? truncate_to<int64_t>(v)
+                                                          : static_cast<int64_t>(v));
     case DType::f16:
       return round_to_f16(v);
   }

@@ -298,6 +298,23 @@ Tensor stochastic_round(const Tensor& x, DType dtype) {
 
 namespace trace {
 
+Tensor dequantize8(const Tensor& codes, bool is_unsigned) {
+  const runtime::TraceScope scope("dequantize8");
+  ir::NodePtr c = trace::cast(trace::value_of(codes, "dequantize8"), DType::f32);
+  return trace::make_tensor(
+      ir::make_node(is_unsigned ? ir::OpKind::DequantizeUnsigned8 : ir::OpKind::DequantizeSigned8,
+                    DType::f32, c->shape, {c}));
+}
+
+Tensor quantize8(const Tensor& normalized, bool is_unsigned) {
+  const runtime::TraceScope scope("quantize8");
+  ir::NodePtr x = trace::cast(trace::value_of(normalized, "quantize8"), DType::f32);
+  return trace::make_tensor(trace::cast(
+      ir::make_node(is_unsigned ? ir::OpKind::QuantizeUnsigned8 : ir::OpKind::QuantizeSigned8,
+                    DType::f32, x->shape, {x}),
+      DType::u8));
+}
+
 std::pair<Tensor, Tensor> stochastic_round_pair(const Tensor& a, const Tensor& b) {
   const runtime::TraceScope scope("stochastic_round");
   const ir::NodePtr key = rounding_key();

@@ -43,6 +43,10 @@ Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op);
 // draw's random bits: the kernel computing both (an optimizer's weights and second moments)
 // hashes each position once.
 std::pair<Tensor, Tensor> stochastic_round_pair(const Tensor& a, const Tensor& b);
+// Block-wise 8-bit quantization's maps (op_table.def): the values of codes (any dtype, 0..255)
+// as f32, and the nearest codes of f32 values (normalized to [-1, 1] or [0, 1]) as u8.
+Tensor dequantize8(const Tensor& codes, bool is_unsigned);
+Tensor quantize8(const Tensor& normalized, bool is_unsigned);
 // In place, into self's own buffer when it holds device data: the kernel computing `value`
 // reads the old value (where(true, value, old), a load the compiler drops), which makes the
 // old buffer a donation candidate. For tensors that are overwritten without being read (mixed

@@ -178,6 +178,31 @@ def test_adamw_precisions_keep_their_state_and_track_fp32(rng):
         lt.optim.AdamW([lt.zeros(3, requires_grad=True)], precision="fp8")
 
 
+def test_adamw_8bit_keeps_codes_per_row_and_tracks_fp32(rng):
+    start = rng.standard_normal((16, 512)).astype(np.float32)
+    target = rng.standard_normal((16, 512)).astype(np.float32)
+
+    def fit(precision, dtype):
+        w = lt.tensor(start).to(dtype).requires_grad_()
+        t = lt.tensor(target).to(dtype)
+        opt = lt.optim.AdamW([w], lr=3e-2, weight_decay=0.0, precision=precision)
+        for _ in range(60):
+            loss = ((w - t) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            lt.mark_step()
+        return float(loss), opt.state_of(0, 0)
+
+    initial = float(np.mean((start - target) ** 2))
+    fp32, _ = fit("fp32", lt.float32)
+    eight, state = fit("8bit", lt.bfloat16)
+    assert state["exp_avg"].dtype == lt.uint8 and state["exp_avg_sq"].dtype == lt.uint8
+    assert state["exp_avg_absmax"].shape == (16, 1)
+    assert fp32 < 0.5 * initial
+    assert abs(eight - fp32) < 0.1 * fp32
+
+
 def test_stochastic_round_is_unbiased():
     x = lt.full((20000,), 1.0 + 3 * 2.0 ** -10)
     r = lt.stochastic_round(x).float().numpy()

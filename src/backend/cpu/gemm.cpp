@@ -35,6 +35,8 @@ const char* unsupported_dtype_name(DType dtype) {
       return "i64";
     case DType::boolean:
       return "bool";
+    case DType::u8:
+      return "u8";
     default:
       return "unknown";
   }
