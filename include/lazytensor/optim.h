@@ -40,7 +40,8 @@ enum class Precision {
   // "8bit": moments as 8-bit codes of the dynamic tree maps, block-wise quantized (Dettmers et
   // al., "8-bit Optimizers via Block-wise Quantization"), a block being a row of the parameter
   // (its trailing dims of at least 256 elements) with an f32 maximum; parameters under 4096
-  // elements or 1-D keep f32 moments. bf16 parameters are rounded stochastically. No amsgrad.
+  // elements, 1-D, or whose rows after dim 0 have fewer than 256 elements ([30522, 128]) keep
+  // f32 moments. bf16 parameters are rounded stochastically. No amsgrad.
   q8,
 };
 // "fp32", "mixed", "bf16", "8bit".

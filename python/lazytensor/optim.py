@@ -58,8 +58,8 @@ class AdamW(_Optimizer):
     ``precision`` says how the state is kept: ``"fp32"`` (moments in the parameters' dtype),
     ``"mixed"`` (bf16 or f16 parameters with f32 master weights and moments), ``"bf16"`` (bf16
     moments; bf16 parameters rounded stochastically), ``"8bit"`` (block-wise quantized 8-bit
-    moments, a block being a row of the parameter; tensors under 4096 elements keep f32
-    moments). The update is computed in f32 in every case; a group's precision is fixed once its
+    moments, a block being a row of the parameter; tensors under 4096 elements, 1-D, or with
+    rows under 256 elements keep f32 moments). The update is computed in f32 in every case; a group's precision is fixed once its
     state exists."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=None, weight_decay=None,

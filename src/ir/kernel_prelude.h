@@ -273,7 +273,8 @@ inline float lt_cast_bf16(I x) {
 }
 // f16 (IEEE binary16), stored as its 16 bits and computed in f32 registers that always hold f16
 // values, as bf16 is. Converted in software (bit operations that vectorize), so that the
-// interpreter, the host and kernels for any CPU agree.
+// interpreter, the host and kernels for any CPU agree (the load of a subnormal multiplies an
+// f32 subnormal: a process running with denormals flushed to zero reads those as 0).
 inline float lt_f16_load(unsigned short h) {
   const unsigned int sign = static_cast<unsigned int>(h & 0x8000u) << 16;
   const unsigned int magnitude = h & 0x7fffu;

@@ -48,9 +48,9 @@ std::vector<int64_t> broadcast_index(const Shape& in, const Shape& out) {
   return index;
 }
 
-// Rounds to the nearest bf16 (8 significant bits, f32's exponent range), ties to even.
-// IEEE binary16: 11 significant bits, subnormals spaced 2^-24, overflow past 65520 (the midpoint
-// between the largest f16, 65504, and 2^16) to infinity.
+// Rounds to the nearest f16, ties to even. IEEE binary16: 11 significant bits, subnormals
+// spaced 2^-24, overflow past 65520 (the midpoint between the largest f16, 65504, and 2^16) to
+// infinity.
 double round_to_f16(double v) {
   if (!std::isfinite(v) || v == 0) return v;
   int exponent;
@@ -61,6 +61,7 @@ double round_to_f16(double v) {
   return rounded;
 }
 
+// Rounds to the nearest bf16 (8 significant bits, f32's exponent range), ties to even.
 double round_to_bf16(double v) {
   if (!std::isfinite(v) || v == 0) return v;
   int exponent;

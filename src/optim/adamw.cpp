@@ -285,12 +285,17 @@ void AdamW::step_quantized(const AdamWOptions& o, double t, State& s, Tensor& p,
   auto [m, v] = moments();
   Tensor no_max;
   update_weights(flavor_, o, t, weights, m, v, no_max);
-  // A block of zeros has maximum 0: divided by the smallest normal f32 instead, it stays 0.
+  // The maxima are kept at least the smallest normal f32: a block of zeros then divides by it
+  // and stays 0, and the stored scale is the divisor, whatever the block held. One inf or NaN
+  // in a block makes its maximum inf or NaN, and the block's moments with it (bitsandbytes'
+  // blocks behave so too); in fp32 only that element would be lost.
   constexpr double kTiny = 1.17549435e-38;
-  s.exp_avg.copy_(trace::quantize8(m / m_absmax.clamp_min(kTiny), false));
-  s.exp_avg_sq.copy_(trace::quantize8(v / v_absmax.clamp_min(kTiny), true));
-  s.exp_avg_absmax.copy_(m_absmax);
-  s.exp_avg_sq_absmax.copy_(v_absmax);
+  const Tensor m_scale = m_absmax.clamp_min(kTiny);
+  const Tensor v_scale = v_absmax.clamp_min(kTiny);
+  s.exp_avg.copy_(trace::quantize8(m / m_scale, false));
+  s.exp_avg_sq.copy_(trace::quantize8(v / v_scale, true));
+  s.exp_avg_absmax.copy_(m_scale);
+  s.exp_avg_sq_absmax.copy_(v_scale);
   if (p.impl() == weights.impl()) return;
   p.copy_(p.dtype() == DType::bf16 ? stochastic_round(weights) : weights);
 }

@@ -216,7 +216,9 @@ Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
 Tensor& overwrite(Tensor& self, const Tensor& value) {
   const runtime::TraceScope scope("copy_");
   ir::NodePtr old = value_of(self, "copy_");
-  ir::NodePtr v = cast(value_of(value, "copy_"), old->dtype);
+  ir::NodePtr from = value_of(value, "copy_");
+  common_device("copy_", {old, from});
+  ir::NodePtr v = cast(from, old->dtype);
   if (v->shape != old->shape) v = expand("copy_", v, old->shape, *old->device);
   if (old->op == ir::OpKind::DeviceData && ir::is_elementwise(v->op) &&
       dtype_has_arithmetic(v->dtype)) {
