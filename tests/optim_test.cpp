@@ -4,6 +4,7 @@
 #include <lazytensor/lazytensor.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -350,6 +351,22 @@ TEST_F(OptimTest, EightBitMomentsTrackFp32) {
   EXPECT_EQ(eight.state(0, 0).exp_avg_absmax.shape(), (Shape{24, 1}));
   EXPECT_EQ(eight.state(0, 1).exp_avg.dtype(), lt::DType::f32);  // under 4096 elements
   EXPECT_FALSE(eight.state(0, 1).exp_avg_absmax.defined());
+  // Dequantized moments of the 8-bit state, and the block maxima they are relative to.
+  auto moments = [&] {
+    const AdamW::State& q = eight.state(0, 0);
+    return std::array<Vec, 4>{
+        (lt::trace::dequantize8(q.exp_avg, false) * q.exp_avg_absmax).to_vector<double>(),
+        (lt::trace::dequantize8(q.exp_avg_sq, true) * q.exp_avg_sq_absmax).to_vector<double>(),
+        q.exp_avg_absmax.to_vector<double>(), q.exp_avg_sq_absmax.to_vector<double>()};
+  };
+  // Half the widest spacing of each map, relative to the block maximum: the top level holds 64
+  // (signed) or 128 (unsigned) midpoints of steps of 0.9 / k, so a nearest code is within
+  // 0.9 / 128 (or 0.9 / 256) of the block maximum; 1e-6 more covers f32's rounding.
+  const double m_half_spacing = 0.9 / 128 + 1e-6, v_half_spacing = 0.9 / 256 + 1e-6;
+  Vec m_prev(shape.numel(), 0.0), v_prev(shape.numel(), 0.0);
+  // The worst error against fp32's moments that the quantizations of all steps so far allow:
+  // each step adds its own and decays the older ones by beta.
+  std::vector<double> m_bound(shape[0], 0.0), v_bound(shape[0], 0.0);
   int64_t launches = 0, compiles = 0;
   for (int step = 0; step < 8; ++step) {
     // Rows of different scales, as a weight matrix's gradients have.
@@ -369,24 +386,33 @@ TEST_F(OptimTest, EightBitMomentsTrackFp32) {
     if (step > 0) compiles += counter("UncachedCompile") - compiles_before;
     fp32.step();
     lt::mark_step();
+    // Each step's new moments are the nearest codes of the exact update of the previous
+    // (dequantized) ones.
+    const auto [m, v, m_max, v_max] = moments();
+    for (int64_t i = 0; i < shape.numel(); ++i) {
+      const double g = gw[i];
+      const double m_exact = 0.9 * m_prev[i] + 0.1 * g;
+      const double v_exact = 0.999 * v_prev[i] + 0.001 * g * g;
+      ASSERT_NEAR(m[i], m_exact, m_half_spacing * m_max[i / 300]) << "step " << step << ", " << i;
+      ASSERT_NEAR(v[i], v_exact, v_half_spacing * v_max[i / 300]) << "step " << step << ", " << i;
+    }
+    for (int64_t row = 0; row < shape[0]; ++row) {
+      m_bound[row] = 0.9 * m_bound[row] + m_half_spacing * m_max[row];
+      v_bound[row] = 0.999 * v_bound[row] + v_half_spacing * v_max[row];
+    }
+    m_prev = m;
+    v_prev = v;
   }
-  // The two block maxima, one small kernel clamping them (away from 0, to divide by), the
-  // update, and the small tensor's update.
+  // The block maxima, one small kernel clamping them (away from 0, to divide by), the update,
+  // and the small tensor's update.
   EXPECT_LE(launches, 5);
   EXPECT_EQ(compiles, 0);
-  const AdamW::State& q = eight.state(0, 0);
+  // The quantization errors compound, but no further than the bound.
   const AdamW::State& f = fp32.state(0, 0);
-  const Vec m = (lt::trace::dequantize8(q.exp_avg, false) * q.exp_avg_absmax).to_vector<double>();
-  const Vec v =
-      (lt::trace::dequantize8(q.exp_avg_sq, true) * q.exp_avg_sq_absmax).to_vector<double>();
   const Vec m_ref = f.exp_avg.to_vector<double>(), v_ref = f.exp_avg_sq.to_vector<double>();
-  const Vec m_max = q.exp_avg_absmax.to_vector<double>(),
-            v_max = q.exp_avg_sq_absmax.to_vector<double>();
   for (int64_t i = 0; i < shape.numel(); ++i) {
-    // The top decade of the map is spaced 0.9 / 64 (signed) and 0.9 / 128 (unsigned) of the
-    // block maximum; errors compound over the steps, so allow two spacings.
-    ASSERT_NEAR(m[i], m_ref[i], 0.03 * m_max[i / 300]) << i;
-    ASSERT_NEAR(v[i], v_ref[i], 0.015 * v_max[i / 300]) << i;
+    ASSERT_NEAR(m_prev[i], m_ref[i], m_bound[i / 300]) << i;
+    ASSERT_NEAR(v_prev[i], v_ref[i], v_bound[i / 300]) << i;
   }
   const Vec p = eight.groups()[0].params[0].to_vector<double>();
   const Vec p_ref = fp32.groups()[0].params[0].to_vector<double>();
