@@ -330,6 +330,61 @@ TEST_F(OptimTest, Bf16SecondMomentDecays) {
   EXPECT_NEAR(mean, want, want * 0.02) << "rounded to nearest it would stay at 1e-3";
 }
 
+// bitsandbytes' create_dynamic_map(signed, max_exponent_bits=7, total_bits=8), in double: the
+// definition the kernels' table and code arithmetic must agree with.
+std::vector<double> dynamic_map(bool is_unsigned) {
+  std::vector<double> positive;
+  for (int level = 0; level < 7; ++level) {
+    const int k = (is_unsigned ? 2 : 1) << level;
+    for (int j = 0; j < k; ++j) {
+      const double lo = 0.1 + 0.9 * j / k, hi = 0.1 + 0.9 * (j + 1) / k;
+      positive.push_back(std::pow(10.0, level - 6) * (lo + hi) / 2);
+    }
+  }
+  std::vector<double> map;
+  if (!is_unsigned) {
+    for (auto it = positive.rbegin(); it != positive.rend(); ++it) map.push_back(-*it);
+  }
+  map.push_back(0);
+  map.insert(map.end(), positive.begin(), positive.end());
+  map.push_back(1);
+  return map;
+}
+
+// The 8-bit maps: every code's value is the map's (to f32), every value's code is itself, and
+// the code of any number is a nearest one (up to f32's rounding of the midpoints between
+// neighbours), on fresh numbers spread over the map's seven decades.
+TEST_F(OptimTest, DynamicMapsGiveNearestCodes) {
+  for (bool is_unsigned : {false, true}) {
+    SCOPED_TRACE(is_unsigned ? "unsigned" : "signed");
+    const std::vector<double> map = dynamic_map(is_unsigned);
+    ASSERT_EQ(map.size(), 256u);
+    std::vector<float> codes(256);
+    for (int c = 0; c < 256; ++c) codes[c] = static_cast<float>(c);
+    const Tensor code_tensor = lt::from_vector(codes, {256}).to(lt::DType::u8);
+    const Vec value = lt::trace::dequantize8(code_tensor, is_unsigned).to_vector<double>();
+    for (int c = 0; c < 256; ++c) ASSERT_EQ(value[c], static_cast<float>(map[c])) << c;
+    const Vec round_trip =
+        lt::trace::quantize8(lt::from_vector(value, {256}), is_unsigned).to_vector<double>();
+    for (int c = 0; c < 256; ++c) ASSERT_EQ(round_trip[c], c) << value[c];
+
+    std::vector<float> x = values(4096, is_unsigned ? 0 : -1, 1);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] *= static_cast<float>(std::pow(10.0, -double(i % 8)));
+    x.insert(x.end(), {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 1e-9f, -1e-9f});
+    const auto n = static_cast<int64_t>(x.size());
+    const Vec code = lt::trace::quantize8(lt::from_vector(x, {n}), is_unsigned).to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = is_unsigned ? std::max<double>(x[i], 0) : x[i];
+      double nearest = INFINITY;
+      for (double m : map) nearest = std::min(nearest, std::fabs(m - want));
+      const double got = map[static_cast<size_t>(code[i])];
+      ASSERT_LE(std::fabs(got - want), nearest + 1e-6 * std::fabs(want) + 1e-12)
+          << x[i] << " took code " << code[i] << " (" << got << ")";
+    }
+  }
+}
+
 // Precision::q8: the moments are u8 codes with an f32 maximum per row; dequantized, they stay
 // within the dynamic map's resolution of the moments an fp32 optimizer computes from the same
 // gradients, the weights follow fp32's, small tensors keep f32 moments (and then compute what

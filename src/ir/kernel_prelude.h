@@ -145,63 +145,118 @@ inline T lt_philox_uniform(T seed, T offset, T position) {
 // create_dynamic_map with 7 exponent bits): level i = 0..6 holds 10^(i-6) times the midpoints of
 // k equal steps from 0.1 to 1 (k = 2^i signed, 2^(i+1) unsigned), so codes are dense where a
 // block's normalized values are small and still reach 1e-7; then 0 and 1 (and the negatives,
-// signed). 256 sorted values, computed at compile time.
-struct LtDynamicMap {
-  float values[256];
+// signed). 256 sorted values: unsigned, code 0 is 0, 1..254 the levels, 255 is 1; signed, codes
+// 0..126 the negatives (largest magnitude first), 127 is 0, 128..254 the levels, 255 is 1.
+//
+// A value is a lookup by code. A code is arithmetic on the levels' structure, not a search of
+// the table: a binary search is eight dependent lookups, gathers that took 5 ns an element. The
+// level is a count of thresholds passed, its bin within the level one fused multiply-add,
+// exact in f32 alike in the interpreter (libm's fmaf) and in kernels (the instruction), so both
+// compute the same codes.
+struct LtDynamicLevels {
+  float threshold[7];    // values above threshold[i] belong to level i or a higher one
+  float code_scale;      // level 0's bins: floor(a * code_scale + width * -1/9), width 1 or 2
+  float zero_threshold;  // values at most this are nearer to 0 than to the smallest level's
+  float one_threshold;   // values above this are nearer to 1 than to the largest level's
+  float values[256];     // the map, by code
 };
-constexpr LtDynamicMap lt_make_dynamic_map(bool is_unsigned) {
+constexpr double lt_dynamic_scale(int level) {
+  double scale = 1;
+  for (int e = level; e < 6; ++e) scale /= 10;
+  return scale;
+}
+constexpr double lt_dynamic_value(bool is_unsigned, int level, int j) {
+  const int k = (is_unsigned ? 2 : 1) << level;
+  return lt_dynamic_scale(level) * (0.1 + 0.9 * (j + 0.5) / k);
+}
+constexpr LtDynamicLevels lt_make_dynamic_levels(bool is_unsigned) {
+  LtDynamicLevels levels{};
+  const int first = is_unsigned ? 2 : 1;
   double positive[254] = {};
   int count = 0;
-  for (int level = 0; level < 7; ++level) {
-    double scale = 1;
-    for (int e = level; e < 6; ++e) scale /= 10;
-    const int steps = is_unsigned ? 2 << level : 1 << level;
-    for (int j = 0; j < steps; ++j) {
-      const double lo = 0.1 + 0.9 * j / steps, hi = 0.1 + 0.9 * (j + 1) / steps;
-      positive[count++] = scale * (lo + hi) / 2;
-    }
+  for (int i = 0; i < 7; ++i) {
+    const int k = first << i;
+    const double below = i == 0 ? 0.0 : lt_dynamic_value(is_unsigned, i - 1, k / 2 - 1);
+    levels.threshold[i] = static_cast<float>((below + lt_dynamic_value(is_unsigned, i, 0)) / 2);
+    for (int j = 0; j < k; ++j) positive[count++] = lt_dynamic_value(is_unsigned, i, j);
   }
-  LtDynamicMap map{};
+  levels.code_scale = static_cast<float>(first / (0.9 * lt_dynamic_scale(0)));
+  levels.zero_threshold = static_cast<float>(lt_dynamic_value(is_unsigned, 0, 0) / 2);
+  levels.one_threshold =
+      static_cast<float>((lt_dynamic_value(is_unsigned, 6, (first << 6) - 1) + 1) / 2);
   int n = 0;
   if (!is_unsigned) {
-    for (int j = count - 1; j >= 0; --j) map.values[n++] = static_cast<float>(-positive[j]);
+    for (int j = count - 1; j >= 0; --j) levels.values[n++] = static_cast<float>(-positive[j]);
   }
-  map.values[n++] = 0.0f;
-  for (int j = 0; j < count; ++j) map.values[n++] = static_cast<float>(positive[j]);
-  map.values[n++] = 1.0f;
-  return map;
+  levels.values[n++] = 0.0f;
+  for (int j = 0; j < count; ++j) levels.values[n++] = static_cast<float>(positive[j]);
+  levels.values[n++] = 1.0f;
+  return levels;
 }
-inline constexpr LtDynamicMap kLtSignedMap = lt_make_dynamic_map(false);
-inline constexpr LtDynamicMap kLtUnsignedMap = lt_make_dynamic_map(true);
-template <bool Unsigned>
-inline const float* lt_dynamic_map() {
-  return Unsigned ? kLtUnsignedMap.values : kLtSignedMap.values;
+inline constexpr LtDynamicLevels kLtSignedLevels = lt_make_dynamic_levels(false);
+inline constexpr LtDynamicLevels kLtUnsignedLevels = lt_make_dynamic_levels(true);
+
+// Written for the vectorizer: every arm of a select is computed before the select (it turns
+// selects between values into blends, but not arithmetic done on one side of a branch), the
+// level is a count of thresholds passed (selects on the ordered compares themselves let the
+// compiler thread jumps between them), and there is no float-to-int conversion (after a select,
+// the compiler moves the conversion, which may trap, into a branch).
+
+// floor(x) for x in [0, 2^22]: rounded to a whole number by adding and taking away 2^23, then
+// one less where that rounded up.
+inline float lt_floor_small(float x) {
+  const float rounded = (x + 8388608.0f) - 8388608.0f;
+  return rounded - (rounded > x ? 1.0f : 0.0f);
 }
-// The value of a code (clamped to 0..255; NaN reads code 0).
+// The value of a code (clamped to 0..255 and truncated; NaN reads code 0): a lookup, which
+// vectorizes as a gather (twice as fast as computing the value from the levels here).
 template <bool Unsigned, class T>
 inline T lt_dynamic8_value(T code) {
+  const LtDynamicLevels& levels = Unsigned ? kLtUnsignedLevels : kLtSignedLevels;
   const int index = code > T(0) ? (code < T(255) ? static_cast<int>(code) : 255) : 0;
-  return static_cast<T>(lt_dynamic_map<Unsigned>()[index]);
+  return static_cast<T>(levels.values[index]);
 }
-// The nearest code (ties to the lower one): a binary search over the sorted map, unrolled and
-// written with arithmetic on comparisons (a loop, or selects between loads, keep the element
-// loop around it from vectorizing). A NaN gets code 0 (it compares false everywhere):
-// quantized state holds no NaN.
+// The nearest code: values are binned by the midpoints between neighbouring values (each level's
+// are evenly spaced, so its bins are floor(a * scale + shift)), in f32, so a value within f32's
+// rounding of a midpoint may take either neighbour. A NaN gets code 0: quantized state holds no
+// NaN.
 template <bool Unsigned, class T>
 inline T lt_dynamic8_code(T x) {
-  const float* map = lt_dynamic_map<Unsigned>();
-  int lo = static_cast<int>(map[128] <= x) << 7;
-  lo += static_cast<int>(map[lo + 64] <= x) << 6;
-  lo += static_cast<int>(map[lo + 32] <= x) << 5;
-  lo += static_cast<int>(map[lo + 16] <= x) << 4;
-  lo += static_cast<int>(map[lo + 8] <= x) << 3;
-  lo += static_cast<int>(map[lo + 4] <= x) << 2;
-  lo += static_cast<int>(map[lo + 2] <= x) << 1;
-  lo += static_cast<int>(map[lo + 1] <= x);
-  // The next code up, when there is one and x is strictly nearer to it.
-  const int below_top = static_cast<int>(lo < 255);
-  const int hi = lo + below_top;
-  return static_cast<T>(lo + (below_top & static_cast<int>(map[hi] - x < x - map[lo])));
+  const LtDynamicLevels& levels = Unsigned ? kLtUnsignedLevels : kLtSignedLevels;
+  const float xf = static_cast<float>(x);
+  const bool negative = xf < 0.0f;
+  // Unsigned maps have nothing below 0: negative values take code 0 (the value 0).
+  const float negated = Unsigned ? 0.0f : -xf;
+  const float a = negative ? negated : xf;
+  // The level's constants, as products of per-threshold factors (each threshold passed doubles
+  // the width and scales the bin scale by k_i / k_(i-1) / 10).
+  float width = Unsigned ? 2.0f : 1.0f, scale = levels.code_scale;
+#pragma GCC unroll 8
+  for (int i = 1; i < 7; ++i) {
+    const bool above = a > levels.threshold[i];
+    width *= above ? 2.0f : 1.0f;
+    scale *= above ? 0.2f : 1.0f;
+  }
+  const float shift = width * (-1.0f / 9.0f);
+  // The bin, clamped to the level (NaN to its first bin).
+  const float t = __builtin_fmaf(a, scale, shift), last = width - 1.0f;
+  const float low_clamped = t > 0.0f ? t : 0.0f;
+  const float j = lt_floor_small(low_clamped < last ? low_clamped : last);
+  // The level's first value sits at width - first among the positive values.
+  const float p = width - (Unsigned ? 2.0f : 1.0f) + j;
+  float code;
+  if constexpr (Unsigned) {
+    const float level_code = p + 1.0f;
+    const float top_code = a > levels.one_threshold ? 255.0f : level_code;
+    code = a <= levels.zero_threshold ? 0.0f : top_code;
+  } else {
+    // No -1 in the signed map: large negative values take the largest negative level value.
+    const float negative_code = 126.0f - p, positive_code = p + 128.0f;
+    const float top_code = a > levels.one_threshold ? 255.0f : positive_code;
+    const float signed_code = negative ? negative_code : top_code;
+    code = a <= levels.zero_threshold ? 127.0f : signed_code;
+  }
+  return static_cast<T>(xf == xf ? code : 0.0f);
 }
 
 // Conversions between dtypes, in registers. Every dtype is computed in its storage type but
