@@ -370,6 +370,47 @@ TEST_F(CliTest, TrainResumedAfterAKillReachesTheBitsOfAnUninterruptedRun) {
   EXPECT_TRUE(read_text(whole) == read_text(resumed)) << "resumed from step " << meta["step"];
 }
 
+// --optimizer-precision 8bit: the checkpoint holds the u8 codes and their block maxima, a run
+// resumed from it reaches the bits of an uninterrupted one, its losses follow fp32 state's, and a
+// resume under another precision is refused.
+TEST_F(CliTest, TrainWithEightBitOptimizerStateResumesAndTracksFp32) {
+  const std::vector<std::string> args =
+      with(kTinyTrain, {"--steps", "6", "--eval-every", "3", "--save-every", "3"});
+  const std::vector<std::string> eight = with(args, {"--optimizer-precision", "8bit"});
+  const fs::path whole = dir_.path() / "whole.safetensors";
+  const fs::path crashed = dir_.path() / "crashed.safetensors";
+  const fs::path resumed = dir_.path() / "resumed.safetensors";
+  const fs::path fp32_report = dir_.path() / "fp32.json", eight_report = dir_.path() / "8bit.json";
+  ASSERT_EQ(run(with(args, {"--json", fp32_report.string()})).exit_code, 0);
+  const Outcome r = run(with(eight, {"--save", whole.string(), "--json", eight_report.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = read_json(eight_report), reference = read_json(fp32_report);
+  EXPECT_EQ(report["optimizer_precision"], "8bit");
+  for (size_t i = 0; i < report["losses"].size(); ++i) {
+    const double loss = report["losses"][i].get<double>();
+    EXPECT_NEAR(loss, reference["losses"][i].get<double>(), 0.02 * loss) << "step " << i + 1;
+  }
+  const auto index = lt::safetensors::read_index(whole.string());
+  int codes = 0, maxima = 0;
+  for (const auto& t : index) {
+    if (t.name.rfind("optimizer.exp_avg.", 0) == 0 && t.dtype == lt::DType::u8) ++codes;
+    if (t.name.rfind("optimizer.exp_avg_absmax.", 0) == 0) ++maxima;
+  }
+  EXPECT_GT(codes, 0);
+  EXPECT_EQ(maxima, codes);
+
+  run(with(eight, {"--save", crashed.string()}), 120, crashed);
+  ASSERT_TRUE(fs::exists(crashed));
+  const Outcome again =
+      run(with(eight, {"--resume", crashed.string(), "--save", resumed.string()}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(read_text(whole) == read_text(resumed));
+
+  const Outcome refused = run(with(args, {"--resume", crashed.string()}));
+  EXPECT_EQ(refused.exit_code, 1);
+  lt_test::expect_mentions(refused.err, {"8bit", "--optimizer-precision", "fp32"});
+}
+
 TEST_F(CliTest, TrainRefusesCheckpointsThatAreTruncatedOrDoNotFit) {
   const fs::path checkpoint = dir_.path() / "ck.safetensors";
   ASSERT_EQ(run(with(kTinyTrain, {"--steps", "1", "--save", checkpoint.string()})).exit_code, 0);

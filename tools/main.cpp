@@ -131,6 +131,12 @@ int main(int argc, char** argv) {
   train->add_option("--weight-decay", train_options.weight_decay, "AdamW's decoupled weight decay")
       ->capture_default_str();
   train
+      ->add_option("--optimizer-precision", train_options.optimizer_precision,
+                   "AdamW's state: fp32, bf16 (moments, weights kept f32) or 8bit (block-wise "
+                   "quantized moments)")
+      ->check(CLI::IsMember({"fp32", "bf16", "8bit"}))
+      ->capture_default_str();
+  train
       ->add_option("--dropout", train_options.dropout,
                    "dropout probability (default: the model's 0.1)")
       ->check(CLI::Range(0.0, 0.99));

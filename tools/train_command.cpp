@@ -32,6 +32,8 @@ namespace fs = std::filesystem;
 constexpr const char* kCheckpointFormat = "lazytensor-train-checkpoint-1";
 constexpr const char* kExpAvg = "optimizer.exp_avg.";
 constexpr const char* kExpAvgSq = "optimizer.exp_avg_sq.";
+constexpr const char* kExpAvgAbsmax = "optimizer.exp_avg_absmax.";
+constexpr const char* kExpAvgSqAbsmax = "optimizer.exp_avg_sq_absmax.";
 
 // Where `make models` put the pretrained files: $LT_MODELS_DIR, else the checkout's models/.
 fs::path models_dir() {
@@ -137,6 +139,8 @@ Trainer make_trainer(const TrainCommandOptions& o, bool announce) {
   decay.options.eps = no_decay.options.eps = 1e-8;
   decay.options.weight_decay = o.weight_decay;
   no_decay.options.weight_decay = 0;
+  decay.options.precision = no_decay.options.precision =
+      optim::parse_precision(o.optimizer_precision);
   for (auto& [name, param] : t.model->named_parameters()) {
     auto& group = decays(name) ? decay : no_decay;
     t.slots.emplace_back(name, std::pair{decays(name) ? 0 : 1, group.params.size()});
@@ -158,6 +162,7 @@ json run_settings(const TrainCommandOptions& o) {
           {"steps", o.steps},
           {"schedule", o.schedule},
           {"weight_decay", o.weight_decay},
+          {"optimizer_precision", o.optimizer_precision},
           {"clip_norm", o.clip_norm},
           {"dropout", o.dropout}};
 }
@@ -169,6 +174,10 @@ void save_checkpoint(const std::string& path, const Trainer& t, const TrainComma
     const auto& s = t.optimizer->state(slot.first, slot.second);
     tensors.push_back({kExpAvg + name, s.exp_avg});
     tensors.push_back({kExpAvgSq + name, s.exp_avg_sq});
+    if (s.exp_avg_absmax.defined()) {  // 8-bit moments: the codes' block maxima
+      tensors.push_back({kExpAvgAbsmax + name, s.exp_avg_absmax});
+      tensors.push_back({kExpAvgSqAbsmax + name, s.exp_avg_sq_absmax});
+    }
   }
   const GeneratorState g = generator_state();
   safetensors::Metadata meta{{"format", kCheckpointFormat},
@@ -204,6 +213,12 @@ void resume(Trainer& t, const TrainCommandOptions& o) {
                   run.at(key).dump() + ", not " + run_settings(o).at(key).dump());
     }
   }
+  // Checkpoints from before the option have fp32 state.
+  const std::string precision = run.value("optimizer_precision", std::string("fp32"));
+  if (precision != o.optimizer_precision) {
+    throw Error("train --resume: the checkpoint holds " + precision +
+                " optimizer state, not --optimizer-precision " + o.optimizer_precision);
+  }
   for (const char* key : {"lr", "warmup", "steps", "schedule", "weight_decay", "clip_norm"}) {
     if (run.at(key) != run_settings(o).at(key)) {
       std::fprintf(stderr,
@@ -214,18 +229,23 @@ void resume(Trainer& t, const TrainCommandOptions& o) {
   }
   t.model->load_state_dict(to_named(ck.tensors, "optimizer."), /*strict=*/true);
   t.step = std::stoll(meta("step"));
+  // The state the optimizer made for --optimizer-precision is what the checkpoint must hold:
+  // the same tensors, shapes and dtypes.
   for (const auto& [name, slot] : t.slots) {
     auto& s = t.optimizer->mutable_state(slot.first, slot.second);
-    const Tensor& param = t.optimizer->groups()[slot.first].params[slot.second];
-    for (auto [prefix, target] : {std::pair{kExpAvg, &s.exp_avg}, {kExpAvgSq, &s.exp_avg_sq}}) {
+    for (auto [prefix, target] : {std::pair{kExpAvg, &s.exp_avg},
+                                  {kExpAvgSq, &s.exp_avg_sq},
+                                  {kExpAvgAbsmax, &s.exp_avg_absmax},
+                                  {kExpAvgSqAbsmax, &s.exp_avg_sq_absmax}}) {
+      if (!target->defined()) continue;
       const Tensor* saved = ck.find(prefix + name);
       if (!saved)
         throw Error("train --resume: the checkpoint has no '" + std::string(prefix) + name + "'");
-      if (saved->shape() != param.shape() || saved->dtype() != param.dtype()) {
+      if (saved->shape() != target->shape() || saved->dtype() != target->dtype()) {
         throw Error("train --resume: '" + std::string(prefix) + name + "' is " +
                     saved->shape().str() + " " + dtype_name(saved->dtype()) +
-                    " but the parameter is " + param.shape().str() + " " +
-                    dtype_name(param.dtype()));
+                    " but the optimizer keeps it as " + target->shape().str() + " " +
+                    dtype_name(target->dtype()));
       }
       *target = *saved;
     }
@@ -464,6 +484,7 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"schedule", o.schedule},
             {"clip_norm", o.clip_norm},
             {"weight_decay", o.weight_decay},
+            {"optimizer_precision", o.optimizer_precision},
             {"seed", o.seed},
             {"scalar_policy", r.policy},
             {"kernel_compiler", kernel_compiler()},

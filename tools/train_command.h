@@ -16,7 +16,8 @@ struct TrainCommandOptions {
   std::string schedule = "linear";
   double clip_norm = 1.0;  // 0: no clipping
   double weight_decay = 0.01;
-  double dropout = -1;  // -1: the model's (0.1)
+  std::string optimizer_precision = "fp32";  // AdamW's state: fp32, bf16 or 8bit
+  double dropout = -1;                       // -1: the model's (0.1)
   std::string scalars = "argument";
   uint64_t seed = 42;
   int64_t eval_every = -1;  // -1: about ten evaluations per run

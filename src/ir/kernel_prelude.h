@@ -274,9 +274,10 @@ inline float lt_bf16_load(unsigned short bits) {
 inline unsigned short lt_bf16_store(float x) {
   unsigned int bits;
   __builtin_memcpy(&bits, &x, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<unsigned short>(bits >> 16);
+  // Both results computed, then one selected: a branch here keeps loops from vectorizing well.
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const unsigned int rounded = bits + 0x7fffu + ((bits >> 16) & 1u), quiet = bits | 0x00400000u;
+  return static_cast<unsigned short>((nan ? quiet : rounded) >> 16);
 }
 // The store of an f32 that is a bf16 value (its lower 16 bits zero): no rounding to do. A NaN
 // gets its quiet bit, as lt_bf16_store gives it (a signalling NaN can reach a store through a
@@ -423,9 +424,12 @@ inline float lt_round_bf16_stochastic(T x, double key, long long position, int h
   const float f = static_cast<float>(x);
   unsigned int bits;
   __builtin_memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return lt_bf16_load(lt_bf16_store(f));  // NaN
+  // A NaN keeps its sign and upper payload and gets its quiet bit (as lt_bf16_store gives it),
+  // in place of the random bits: a select of what to combine, not a second rounding path.
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
   const unsigned int random = lt_random_bits(key, position);
-  bits = (bits + (half ? random & 0xffffu : random >> 16)) & 0xffff0000u;
+  const unsigned int add = nan ? 0x00400000u : (half ? random & 0xffffu : random >> 16);
+  bits = (nan ? bits | add : bits + add) & 0xffff0000u;
   float rounded;
   __builtin_memcpy(&rounded, &bits, 4);
   return rounded;
