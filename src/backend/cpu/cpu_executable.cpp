@@ -168,6 +168,43 @@ void gather(const InputAccess& in, const Instance& inst, const void* base, size_
   });
 }
 
+// The largest of `n` f32 values, NaN-free, or NaN if there is one: four vectors of four f32
+// lanes (GCC's vector extensions, so the host build's baseline SSE2 runs them without branches;
+// the general fold below branches on NaN for every value, in double, and was a fifth of an
+// 8-bit AdamW step, whose block maxima are Max reductions). A maximum of f32 values is exact.
+float max_or_nan(const float* values, int64_t n) {
+  using Vec4 = float __attribute__((vector_size(16)));
+  constexpr int kVectors = 4, kLanes = 4 * kVectors;
+  const float inf = std::numeric_limits<float>::infinity();
+  Vec4 best[kVectors], nan[kVectors];
+  for (int k = 0; k < kVectors; ++k) {
+    best[k] = Vec4{-inf, -inf, -inf, -inf};
+    nan[k] = Vec4{0, 0, 0, 0};
+  }
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; i += kLanes) {
+    for (int k = 0; k < kVectors; ++k) {
+      Vec4 v;
+      std::memcpy(&v, values + i + 4 * k, sizeof v);
+      best[k] = v > best[k] ? v : best[k];
+      nan[k] = v != v ? Vec4{1, 1, 1, 1} : nan[k];
+    }
+  }
+  float result = -inf;
+  bool any_nan = false;
+  for (int k = 0; k < kVectors; ++k) {
+    for (int j = 0; j < 4; ++j) {
+      result = best[k][j] > result ? best[k][j] : result;
+      any_nan = any_nan || nan[k][j] != 0;
+    }
+  }
+  for (int64_t i = body; i < n; ++i) {
+    result = values[i] > result ? values[i] : result;
+    any_nan = any_nan || values[i] != values[i];
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : result;
+}
+
 // Folds `n` values, stored as T, into `acc` the way the reduction needs. Eight independent
 // accumulators (combined in a fixed order, so results stay deterministic) let the adds overlap
 // and vectorize: one chain of dependent double adds would cost an add's latency per element.
@@ -175,6 +212,13 @@ template <class T>
 double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
   constexpr int kLanes = 8;
   const bool max = kind == ReduceKind::Max;
+  if constexpr (std::is_same_v<T, float>) {
+    // A NaN takes the general path, which keeps the first NaN's bits.
+    if (max && acc == acc) {
+      const float best = max_or_nan(values, n);
+      if (best == best) return best > acc ? best : acc;
+    }
+  }
   double lanes[kLanes];
   std::fill(lanes, lanes + kLanes, max ? -std::numeric_limits<double>::infinity() : 0.0);
   const int64_t body = n - n % kLanes;
