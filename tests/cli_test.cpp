@@ -411,6 +411,23 @@ TEST_F(CliTest, TrainWithEightBitOptimizerStateResumesAndTracksFp32) {
   lt_test::expect_mentions(refused.err, {"8bit", "--optimizer-precision", "fp32"});
 }
 
+// `plot` draws several train reports on one chart and names a file that is not one.
+TEST_F(CliTest, PlotDrawsTheCurvesOfSeveralRuns) {
+  const fs::path a = dir_.path() / "a.json", b = dir_.path() / "b.json";
+  ASSERT_EQ(
+      run(with(kTinyTrain, {"--steps", "2", "--eval-every", "1", "--json", a.string()})).exit_code,
+      0);
+  fs::copy_file(a, b);
+  const fs::path png = dir_.path() / "both.png";
+  const Outcome r = run({"plot", a.string(), b.string(), "--out", png.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_text(png).substr(1, 3), "PNG");
+  const fs::path not_a_report = dir_.path() / "a.png";  // the train command's own plot
+  const Outcome bad = run({"plot", a.string(), not_a_report.string(), "--out", png.string()});
+  EXPECT_EQ(bad.exit_code, 1);
+  lt_test::expect_mentions(bad.err, {"plot", "a.png", "not JSON"});
+}
+
 TEST_F(CliTest, TrainRefusesCheckpointsThatAreTruncatedOrDoNotFit) {
   const fs::path checkpoint = dir_.path() / "ck.safetensors";
   ASSERT_EQ(run(with(kTinyTrain, {"--steps", "1", "--save", checkpoint.string()})).exit_code, 0);

@@ -5,6 +5,7 @@
 
 #include "adamw_command.h"
 #include "lazytensor/lazytensor.h"
+#include "plot_command.h"
 #include "scaling_command.h"
 #include "train_command.h"
 
@@ -166,6 +167,14 @@ int main(int argc, char** argv) {
                   "the same steps under each scalar policy, side by side");
   train->add_flag("--quiet", train_options.quiet, "no progress bar");
 
+  lt::tools::PlotCommandOptions plot_options;
+  auto* plot = app.add_subcommand("plot", "the loss curves of several `train --json` reports");
+  plot->add_option("runs", plot_options.runs, "train reports (JSON)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  plot->add_option("--out", plot_options.out_path, "the PNG to write")->required();
+  plot->add_option("--title", plot_options.title, "default: the first run's model and batch");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return run_demo(demo_steps);
@@ -173,6 +182,7 @@ int main(int argc, char** argv) {
     if (*adamw) return lt::tools::run_adamw_command(adamw_options);
     if (*scaling) return lt::tools::run_scaling_command(scaling_options);
     if (*train) return lt::tools::run_train_command(train_options);
+    if (*plot) return lt::tools::run_plot_command(plot_options);
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytensor: %s\n", e.what());
     return 1;
