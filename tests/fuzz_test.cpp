@@ -1,10 +1,11 @@
 // Differential fuzzing: random programs (every op of the Tensor API, reductions over random dims,
-// broadcasting, size-0 and size-1 dims, f32 and f64, in-place updates, aliases, dead tensors,
-// reads before mark_step, several steps with tensors carried over, every scalar policy; views of
-// every kind, views of views and live views; cat, index_select, embedding; comparisons feeding
-// where and masked_fill; argmax; matmul, bmm and linear) run on the engine and are compared,
-// tensor by tensor, with lt::reference::evaluate. The fixed seeds must draw every kind of view,
-// gather, selection and product (lt_test::drawn_kinds()).
+// broadcasting, size-0 and size-1 dims, f32, f64, bf16 and f16 (f16 products refused), in-place
+// updates, aliases, dead tensors, reads before mark_step, several steps with tensors carried
+// over, every scalar policy; views of every kind, views of views and live views; cat,
+// index_select, embedding; comparisons feeding where and masked_fill; argmax; matmul, bmm and
+// linear) run on the engine and are compared, tensor by tensor, with lt::reference::evaluate.
+// The fixed seeds must draw every kind of view, gather, selection and product, and ops of each
+// 16-bit dtype (lt_test::drawn_kinds()).
 //
 //   LT_FUZZ_SEED=<seed>     replays one program (failures print their seed)
 //   LT_FUZZ_SECONDS=<s>     keeps drawing fresh seeds for that long (make fuzz)
@@ -158,6 +159,26 @@ TEST(FuzzFindings, LerpWeightKeepsItsPrecisionUnderEveryPolicy) {
     const lt::Tensor y = start.lerp(end, 0.1);
     EXPECT_STREQ(lt::dtype_name(y.dtype()), "f64");
     for (double v : y.to_vector<double>()) EXPECT_NEAR(v, 0.1, 1e-16);
+  }
+}
+
+// A scalar should reach a bf16 or f16 op's kernel in f32, as PyTorch's do, under every policy.
+// The cached and uncached policies upload it as a tensor of the op's dtype, rounded to it:
+// fuzzing found f16 values compared with a threshold between two f16 values (x.le(s) with
+// s = 0.4881591796875) as with the threshold rounded to one of them. Disabled until the upload
+// keeps f32 (an f32 upload is cast to the op's dtype, rounding it, by the op's promotion).
+TEST(FuzzFindings, DISABLED_HalfPrecisionScalarsKeepF32UnderEveryPolicy) {
+  for (lt::DType dtype : {lt::DType::bf16, lt::DType::f16}) {
+    for (lt::ScalarPolicy policy : kAllPolicies) {
+      const PolicyScope scope(policy);
+      SCOPED_TRACE(std::string(lt::dtype_name(dtype)) + " " + lt::scalar_policy_name(policy));
+      const lt::Tensor x = lt::from_vector(std::vector<float>{1.0078125f}, {1}).to(dtype);
+      // 1.0075 rounds to 1.0078125 in both dtypes, but not in f32.
+      const double s = 1.0075;
+      EXPECT_EQ(x.le(s).to_vector<double>(), std::vector<double>{0});
+      EXPECT_EQ((x - s).to_vector<double>(),
+                std::vector<double>{lt_test::round_to(dtype, 1.0078125 - static_cast<float>(s))});
+    }
   }
 }
 

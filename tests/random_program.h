@@ -1,6 +1,6 @@
 #pragma once
 // Random lazy-tensor programs for differential tests (fusion_test, fuzz_test). A program runs a
-// few steps; each step applies random ops (broadcasting, mixed f32/f64, in-place updates,
+// few steps; each step applies random ops (broadcasting, mixed f32/f64/bf16/f16, in-place updates,
 // aliased handles, shared subexpressions, reductions, reads before mark_step, views of every
 // kind and views of views, gathers, comparisons feeding where and masked_fill, argmax, matrix
 // products) to a pool of tensors, drops some of them (dead tensors), takes the reference value
@@ -17,6 +17,7 @@
 #include <lazytensor/lazytensor.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -53,9 +54,68 @@ struct Bound {
   double mag() const { return std::max(std::abs(lo), std::abs(hi)); }
 };
 
-// The relative rounding error of one op. f64 counts twice: the double reference rounds as well.
-inline double unit(DType dtype) {
-  return dtype == DType::f32 ? 0x1p-24 : 0x1p-52;
+// How far the result of one op of a dtype may be from the exact value. f64 counts twice: the
+// double reference rounds as well. bf16 and f16 compute each op in f32 and round its result to
+// the dtype; the reference rounds its (double) result to the dtype too.
+struct Unit {
+  double reg;    // relative: one rounding in the register type (f32 for bf16 and f16)
+  double store;  // relative: the rounding of a register's value to the dtype (0 where they are one)
+  double tiny;   // absolute, below the normal range: more than half the subnormals' spacing
+  // An op's result: computed in the register type, then stored.
+  double op() const { return reg + store * (1 + reg); }
+  // The rounding of the register type alone, as within a ternary op (lerp) before its store.
+  Unit in_register() const { return {reg, 0, reg * 0x1p-125}; }
+};
+
+inline Unit unit(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return {0x1p-52, 0, 0x1p-52 * 0x1p-125};
+    case DType::bf16:  // 8 significant bits, f32's exponent range
+      return {0x1p-24, 0x1p-8, 0x1p-8 * 0x1p-125};
+    case DType::f16:  // 11 significant bits; normal from 2^-14, subnormals spaced 2^-24
+      return {0x1p-24, 0x1p-11, 0x1p-11 * 0x1p-13};
+    default:
+      return {0x1p-24, 0, 0x1p-24 * 0x1p-125};
+  }
+}
+
+// Whether every value of dtype `from` is one of dtype `to`: a cast from `from` to `to` is exact.
+inline bool holds(DType to, DType from) {
+  return to == from || to == DType::f64 ||
+         (to == DType::f32 && (from == DType::bf16 || from == DType::f16));
+}
+
+// The type an op of `dtype` computes in, and sees its scalars in: f32 for bf16 and f16.
+inline DType register_dtype(DType dtype) {
+  return dtype == DType::bf16 || dtype == DType::f16 ? DType::f32 : dtype;
+}
+
+// v rounded to the nearest value of a float dtype, ties to even, as a cast rounds it (to
+// infinity past f16's range).
+inline double round_to(DType dtype, double v) {
+  if (dtype == DType::f32) return static_cast<float>(v);
+  if ((dtype != DType::bf16 && dtype != DType::f16) || !std::isfinite(v) || v == 0) return v;
+  const bool half = dtype == DType::f16;
+  const int digits = half ? 11 : 8, min_exponent = half ? -14 : -126;
+  int exponent;
+  std::frexp(v, &exponent);  // |v| in [2^(exponent - 1), 2^exponent)
+  const double spacing = std::ldexp(1.0, std::max(exponent - 1, min_exponent) - (digits - 1));
+  const double rounded = std::nearbyint(v / spacing) * spacing;
+  if (std::abs(rounded) > (half ? 65504 : 0x1.fep127)) return std::copysign(INFINITY, v);
+  return rounded;
+}
+
+// A bf16 or f16 value's bits (v already one of the dtype's values, finite).
+inline uint16_t half_bits(DType dtype, double v) {
+  if (dtype == DType::bf16) return static_cast<uint16_t>(std::bit_cast<uint32_t>(float(v)) >> 16);
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::abs(v);
+  if (a < 0x1p-14) return sign | static_cast<uint16_t>(a * 0x1p24);  // subnormal: k 2^-24
+  int exponent;
+  const double mantissa = std::frexp(a, &exponent);  // in [0.5, 1)
+  return sign | static_cast<uint16_t>((exponent + 14) << 10) |
+         static_cast<uint16_t>((2 * mantissa - 1) * 1024);
 }
 
 namespace bounds {
@@ -63,15 +123,18 @@ namespace bounds {
 // libm's exp, log, tanh and pow are within a few ulps; sigmoid and rsqrt chain two roundings.
 constexpr double kTranscendental = 8;
 
-// A scalar as a kernel of the op's dtype sees it.
-inline Bound scalar(double s, double u) {
-  return {s, s, u * std::abs(s)};
+// A scalar as a kernel of the op's dtype sees it (in f32 for bf16 and f16), or as a tensor of the
+// dtype holds it.
+inline Bound scalar(double s, const Unit& u) {
+  return {s, s, u.op() * std::abs(s)};
 }
-// Relative to the value, but absolute below the normal range: u * 2^-125 is half the spacing
-// of f32's subnormals (and more than f64's).
-inline Bound round(Bound x, double u) {
-  x.err += u * (x.mag() + 0x1p-125);
+// Relative to the value, but absolute below the normal range (Unit::tiny).
+inline Bound round(Bound x, double relative, double tiny) {
+  x.err += relative * x.mag() + tiny;
   return x;
+}
+inline Bound round(Bound x, const Unit& u) {
+  return round(x, u.op(), u.tiny);
 }
 inline Bound add(Bound x, Bound y) {
   return {x.lo + y.lo, x.hi + y.hi, x.err + y.err};
@@ -107,40 +170,49 @@ inline Bound maximum(Bound x, Bound y) {
 inline Bound minimum(Bound x, Bound y) {
   return {std::min(x.lo, y.lo), std::min(x.hi, y.hi), std::max(x.err, y.err)};
 }
-// f monotone on the values the engine may hold, with |f'| <= slope there.
-inline Bound through(Bound x, double (*f)(double), double slope, double u) {
-  const double a = f(x.lo), b = f(x.hi);
-  return round({std::min(a, b), std::max(a, b), slope * x.err}, kTranscendental * u);
+// A libm function's result: a few units of the register type, then stored.
+inline Bound round_libm(Bound x, const Unit& u) {
+  const double reg = kTranscendental * u.reg;
+  return round(x, reg + u.store * (1 + reg), kTranscendental * u.tiny);
 }
-inline Bound pow(Bound x, double e, double u) {
+// f monotone on the values the engine may hold, with |f'| <= slope there.
+inline Bound through(Bound x, double (*f)(double), double slope, const Unit& u) {
+  const double a = f(x.lo), b = f(x.hi);
+  return round_libm({std::min(a, b), std::max(a, b), slope * x.err}, u);
+}
+inline Bound pow(Bound x, double e, const Unit& u) {
   std::vector<double> at = {std::pow(x.lo, e), std::pow(x.hi, e)};
   if (x.lo < 0 && x.hi > 0) at.push_back(std::pow(0.0, e));
   // |d/dx x^e| = |e| |x|^(e-1): largest at the largest |x| for e >= 1, else at the smallest.
   const double slope =
       e == 0 ? 0 : std::abs(e) * std::pow(e >= 1 ? x.mag() + x.err : gap(x), e - 1);
-  return round({*std::min_element(at.begin(), at.end()), *std::max_element(at.begin(), at.end()),
-                slope * x.err},
-               kTranscendental * u);
+  return round_libm({*std::min_element(at.begin(), at.end()),
+                     *std::max_element(at.begin(), at.end()), slope * x.err},
+                    u);
 }
-// a + w * (b - a), rounded as the kernel computes it.
-inline Bound lerp(Bound a, Bound b, Bound w, double u) {
-  return round(add(a, round(mul(w, round(sub(b, a), u)), u)), u);
+// a + w * (b - a), rounded as the kernel computes it: one op, stored once.
+inline Bound lerp(Bound a, Bound b, Bound w, const Unit& u) {
+  const Unit in = u.in_register();
+  return round(add(a, round(mul(w, round(sub(b, a), in)), in)), u);
 }
 // Values taken from x or from y, unchanged: a concatenation, a selection.
 inline Bound hull(Bound x, Bound y) {
   return {std::min(x.lo, y.lo), std::max(x.hi, y.hi), std::max(x.err, y.err)};
 }
 // A sum over k products a_i * b_i, as an output of a matrix product. The engine's GEMM
-// accumulates in the dtype, in any order: within gamma_k <= (k + 1) u of sum |a_i b_i| (and an
-// absolute half subnormal spacing per product and addition); the reference accumulates in
-// double (2^-53 each). The operands' own errors add up over the k terms.
-inline Bound dot(Bound a, Bound b, int64_t k, double u) {
+// accumulates in the register type (f32 for bf16), in any order: within gamma_k <= (k + 1) u of
+// sum |a_i b_i| (and an absolute half subnormal spacing per product and addition), then stores
+// the sum (bf16); the reference accumulates in double (2^-53 each) and rounds the sum to the
+// dtype. The operands' own errors add up over the k terms.
+inline Bound dot(Bound a, Bound b, int64_t k, const Unit& u) {
   if (k == 0) return {};
   const Bound p = mul(a, b);
   const double n = static_cast<double>(k);
   const double abs_sum = n * (a.mag() + a.err) * (b.mag() + b.err);
-  return {n * p.lo, n * p.hi,
-          n * p.err + ((n + 1) * u + n * 0x1p-53) * abs_sum + 2 * n * u * 0x1p-125};
+  const Bound sum = {
+      n * p.lo, n * p.hi,
+      n * p.err + ((n + 1) * u.reg + n * 0x1p-53) * abs_sum + 2 * n * u.reg * 0x1p-125};
+  return u.store > 0 ? round(sum, u.store, u.tiny) : sum;
 }
 
 }  // namespace bounds
@@ -163,7 +235,7 @@ struct OpCase {
   int arity;
   Draw draw;
   std::function<bool(const Bound* b, const double* s)> ok;
-  std::function<Bound(const Bound* b, const double* s, double u)> bound;
+  std::function<Bound(const Bound* b, const double* s, const Unit& u)> bound;
   std::vector<Form> forms;
   std::vector<InPlaceForm> in_place;
   bool self_dtype = false;  // copy_ and fill_ compute in the target's dtype
@@ -183,19 +255,19 @@ inline const std::vector<OpCase>& op_cases() {
         {1,
          Draw::none,
          any,
-         [](Bs x, Ss, double) { return b::neg(x[0]); },
+         [](Bs x, Ss, const Unit&) { return b::neg(x[0]); },
          {{"a.neg()", [](Ts t, Ss) { return t[0].neg(); }}, {"-a", [](Ts t, Ss) { return -t[0]; }}},
          {{"a.neg_()", [](Tensor& a, Ts, Ss) { a.neg_(); }}}});
     c.push_back({1,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double) { return b::abs(x[0]); },
+                 [](Bs x, Ss, const Unit&) { return b::abs(x[0]); },
                  {{"a.abs()", [](Ts t, Ss) { return t[0].abs(); }}},
                  {{"a.abs_()", [](Tensor& a, Ts, Ss) { a.abs_(); }}}});
     c.push_back({1,
                  Draw::none,
                  positive,
-                 [](Bs x, Ss, double u) {
+                 [](Bs x, Ss, const Unit& u) {
                    return b::through(
                        x[0], [](double v) { return std::sqrt(v); },
                        0.5 / std::sqrt(x[0].lo - x[0].err), u);
@@ -205,7 +277,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  positive,
-                 [](Bs x, Ss, double u) {
+                 [](Bs x, Ss, const Unit& u) {
                    return b::through(
                        x[0], [](double v) { return 1 / std::sqrt(v); },
                        0.5 * std::pow(x[0].lo - x[0].err, -1.5), u);
@@ -215,7 +287,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  [](Bs x, Ss) { return x[0].hi + x[0].err <= 3; },
-                 [](Bs x, Ss, double u) {
+                 [](Bs x, Ss, const Unit& u) {
                    return b::through(
                        x[0], [](double v) { return std::exp(v); }, std::exp(x[0].hi + x[0].err), u);
                  },
@@ -224,7 +296,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  positive,
-                 [](Bs x, Ss, double u) {
+                 [](Bs x, Ss, const Unit& u) {
                    return b::through(
                        x[0], [](double v) { return std::log(v); }, 1 / (x[0].lo - x[0].err), u);
                  },
@@ -233,7 +305,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double u) {
+                 [](Bs x, Ss, const Unit& u) {
                    return b::through(
                        x[0], [](double v) { return std::tanh(v); }, 1, u);
                  },
@@ -242,7 +314,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double u) {
+                 [](Bs x, Ss, const Unit& u) {
                    return b::through(
                        x[0], [](double v) { return 1 / (1 + std::exp(-v)); }, 0.25, u);
                  },
@@ -251,7 +323,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double) {
+                 [](Bs x, Ss, const Unit&) {
                    return Bound{std::max(x[0].lo, 0.0), std::max(x[0].hi, 0.0), x[0].err};
                  },
                  {{"a.relu()", [](Ts t, Ss) { return t[0].relu(); }}},
@@ -259,89 +331,95 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({1,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double) { return x[0]; },
+                 [](Bs x, Ss, const Unit&) { return x[0]; },
                  {{"a.clone()", [](Ts t, Ss) { return t[0].clone(); }}},
                  {}});
     // With a scalar operand.
-    c.push_back({1,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, double u) { return b::round(b::add(x[0], b::scalar(s[0], u)), u); },
-                 {{"a.add(s)", [](Ts t, Ss s) { return t[0].add(s[0]); }},
-                  {"a + s", [](Ts t, Ss s) { return t[0] + s[0]; }},
-                  {"s + a", [](Ts t, Ss s) { return s[0] + t[0]; }}},
-                 {{"a.add_(s)", [](Tensor& a, Ts, Ss s) { a.add_(s[0]); }}}});
-    c.push_back({1,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, double u) { return b::round(b::sub(x[0], b::scalar(s[0], u)), u); },
-                 {{"a.sub(s)", [](Ts t, Ss s) { return t[0].sub(s[0]); }},
-                  {"a - s", [](Ts t, Ss s) { return t[0] - s[0]; }}},
-                 {{"a.sub_(s)", [](Tensor& a, Ts, Ss s) { a.sub_(s[0]); }}}});
-    c.push_back({1,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, double u) { return b::round(b::sub(b::scalar(s[0], u), x[0]), u); },
-                 {{"s - a", [](Ts t, Ss s) { return s[0] - t[0]; }}},
-                 {}});
-    c.push_back({1,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, double u) { return b::round(b::mul(x[0], b::scalar(s[0], u)), u); },
-                 {{"a.mul(s)", [](Ts t, Ss s) { return t[0].mul(s[0]); }},
-                  {"a * s", [](Ts t, Ss s) { return t[0] * s[0]; }},
-                  {"s * a", [](Ts t, Ss s) { return s[0] * t[0]; }}},
-                 {{"a.mul_(s)", [](Tensor& a, Ts, Ss s) { a.mul_(s[0]); }}}});
-    c.push_back({1,
-                 Draw::nonzero,
-                 any,
-                 [](Bs x, Ss s, double u) { return b::round(b::div(x[0], b::scalar(s[0], u)), u); },
-                 {{"a.div(s)", [](Ts t, Ss s) { return t[0].div(s[0]); }},
-                  {"a / s", [](Ts t, Ss s) { return t[0] / s[0]; }}},
-                 {{"a.div_(s)", [](Tensor& a, Ts, Ss s) { a.div_(s[0]); }}}});
-    c.push_back({1,
-                 Draw::any,
-                 [](Bs x, Ss) { return b::gap(x[0]) >= 0.25; },
-                 [](Bs x, Ss s, double u) { return b::round(b::div(b::scalar(s[0], u), x[0]), u); },
-                 {{"s / a", [](Ts t, Ss s) { return s[0] / t[0]; }}},
-                 {}});
+    c.push_back(
+        {1,
+         Draw::any,
+         any,
+         [](Bs x, Ss s, const Unit& u) { return b::round(b::add(x[0], b::scalar(s[0], u)), u); },
+         {{"a.add(s)", [](Ts t, Ss s) { return t[0].add(s[0]); }},
+          {"a + s", [](Ts t, Ss s) { return t[0] + s[0]; }},
+          {"s + a", [](Ts t, Ss s) { return s[0] + t[0]; }}},
+         {{"a.add_(s)", [](Tensor& a, Ts, Ss s) { a.add_(s[0]); }}}});
+    c.push_back(
+        {1,
+         Draw::any,
+         any,
+         [](Bs x, Ss s, const Unit& u) { return b::round(b::sub(x[0], b::scalar(s[0], u)), u); },
+         {{"a.sub(s)", [](Ts t, Ss s) { return t[0].sub(s[0]); }},
+          {"a - s", [](Ts t, Ss s) { return t[0] - s[0]; }}},
+         {{"a.sub_(s)", [](Tensor& a, Ts, Ss s) { a.sub_(s[0]); }}}});
+    c.push_back(
+        {1,
+         Draw::any,
+         any,
+         [](Bs x, Ss s, const Unit& u) { return b::round(b::sub(b::scalar(s[0], u), x[0]), u); },
+         {{"s - a", [](Ts t, Ss s) { return s[0] - t[0]; }}},
+         {}});
+    c.push_back(
+        {1,
+         Draw::any,
+         any,
+         [](Bs x, Ss s, const Unit& u) { return b::round(b::mul(x[0], b::scalar(s[0], u)), u); },
+         {{"a.mul(s)", [](Ts t, Ss s) { return t[0].mul(s[0]); }},
+          {"a * s", [](Ts t, Ss s) { return t[0] * s[0]; }},
+          {"s * a", [](Ts t, Ss s) { return s[0] * t[0]; }}},
+         {{"a.mul_(s)", [](Tensor& a, Ts, Ss s) { a.mul_(s[0]); }}}});
+    c.push_back(
+        {1,
+         Draw::nonzero,
+         any,
+         [](Bs x, Ss s, const Unit& u) { return b::round(b::div(x[0], b::scalar(s[0], u)), u); },
+         {{"a.div(s)", [](Ts t, Ss s) { return t[0].div(s[0]); }},
+          {"a / s", [](Ts t, Ss s) { return t[0] / s[0]; }}},
+         {{"a.div_(s)", [](Tensor& a, Ts, Ss s) { a.div_(s[0]); }}}});
+    c.push_back(
+        {1,
+         Draw::any,
+         [](Bs x, Ss) { return b::gap(x[0]) >= 0.25; },
+         [](Bs x, Ss s, const Unit& u) { return b::round(b::div(b::scalar(s[0], u), x[0]), u); },
+         {{"s / a", [](Ts t, Ss s) { return s[0] / t[0]; }}},
+         {}});
     c.push_back({1,
                  Draw::exponent,
                  [](Bs x, Ss s) {
                    if (s[0] != std::floor(s[0])) return x[0].lo - x[0].err >= 0.25;
                    return s[0] >= 0 || b::gap(x[0]) >= 0.25;
                  },
-                 [](Bs x, Ss s, double u) { return b::pow(x[0], s[0], u); },
+                 [](Bs x, Ss s, const Unit& u) { return b::pow(x[0], s[0], u); },
                  {{"a.pow(s)", [](Ts t, Ss s) { return t[0].pow(s[0]); }}},
                  {{"a.pow_(s)", [](Tensor& a, Ts, Ss s) { a.pow_(s[0]); }}}});
     c.push_back({1,
                  Draw::range,
                  any,
-                 [](Bs x, Ss s, double u) {
+                 [](Bs x, Ss s, const Unit& u) {
                    return Bound{std::clamp(x[0].lo, s[0], s[1]), std::clamp(x[0].hi, s[0], s[1]),
-                                x[0].err + u * std::max(std::abs(s[0]), std::abs(s[1]))};
+                                x[0].err + u.op() * std::max(std::abs(s[0]), std::abs(s[1]))};
                  },
                  {{"a.clamp(s, s1)", [](Ts t, Ss s) { return t[0].clamp(s[0], s[1]); }}},
                  {{"a.clamp_(s, s1)", [](Tensor& a, Ts, Ss s) { a.clamp_(s[0], s[1]); }}}});
     c.push_back({1,
                  Draw::any,
                  any,
-                 [](Bs x, Ss s, double u) { return b::maximum(x[0], b::scalar(s[0], u)); },
+                 [](Bs x, Ss s, const Unit& u) { return b::maximum(x[0], b::scalar(s[0], u)); },
                  {{"a.clamp_min(s)", [](Ts t, Ss s) { return t[0].clamp_min(s[0]); }}},
                  {{"a.clamp_min_(s)", [](Tensor& a, Ts, Ss s) { a.clamp_min_(s[0]); }}}});
     c.push_back({1,
                  Draw::any,
                  any,
-                 [](Bs x, Ss s, double u) { return b::minimum(x[0], b::scalar(s[0], u)); },
+                 [](Bs x, Ss s, const Unit& u) { return b::minimum(x[0], b::scalar(s[0], u)); },
                  {{"a.clamp_max(s)", [](Ts t, Ss s) { return t[0].clamp_max(s[0]); }}},
                  {{"a.clamp_max_(s)", [](Tensor& a, Ts, Ss s) { a.clamp_max_(s[0]); }}}});
     OpCase fill{1,   Draw::any,
-                any, [](Bs, Ss s, double u) { return b::scalar(s[0], u); },
+                any, [](Bs, Ss s, const Unit& u) { return b::scalar(s[0], u); },
                 {},  {{"a.fill_(s)", [](Tensor& a, Ts, Ss s) { a.fill_(s[0]); }}}};
     fill.self_dtype = true;
     c.push_back(fill);
     OpCase zero{1,   Draw::none,
-                any, [](Bs, Ss, double) { return Bound{}; },
+                any, [](Bs, Ss, const Unit&) { return Bound{}; },
                 {},  {{"a.zero_()", [](Tensor& a, Ts, Ss) { a.zero_(); }}}};
     zero.self_dtype = true;
     c.push_back(zero);
@@ -349,7 +427,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double u) { return b::round(b::add(x[0], x[1]), u); },
+                 [](Bs x, Ss, const Unit& u) { return b::round(b::add(x[0], x[1]), u); },
                  {{"a.add(b)", [](Ts t, Ss) { return t[0].add(t[1]); }},
                   {"a + b", [](Ts t, Ss) { return t[0] + t[1]; }},
                   {"lt::add(a, b)", [](Ts t, Ss) { return lt::add(t[0], t[1]); }}},
@@ -357,7 +435,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::any,
                  any,
-                 [](Bs x, Ss s, double u) {
+                 [](Bs x, Ss s, const Unit& u) {
                    return b::round(b::add(x[0], b::round(b::mul(x[1], b::scalar(s[0], u)), u)), u);
                  },
                  {{"a.add(b, s)", [](Ts t, Ss s) { return t[0].add(t[1], s[0]); }},
@@ -366,7 +444,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double u) { return b::round(b::sub(x[0], x[1]), u); },
+                 [](Bs x, Ss, const Unit& u) { return b::round(b::sub(x[0], x[1]), u); },
                  {{"a.sub(b)", [](Ts t, Ss) { return t[0].sub(t[1]); }},
                   {"a - b", [](Ts t, Ss) { return t[0] - t[1]; }},
                   {"lt::sub(a, b)", [](Ts t, Ss) { return lt::sub(t[0], t[1]); }}},
@@ -374,7 +452,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::any,
                  any,
-                 [](Bs x, Ss s, double u) {
+                 [](Bs x, Ss s, const Unit& u) {
                    return b::round(b::sub(x[0], b::round(b::mul(x[1], b::scalar(s[0], u)), u)), u);
                  },
                  {{"a.sub(b, s)", [](Ts t, Ss s) { return t[0].sub(t[1], s[0]); }},
@@ -383,7 +461,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double u) { return b::round(b::mul(x[0], x[1]), u); },
+                 [](Bs x, Ss, const Unit& u) { return b::round(b::mul(x[0], x[1]), u); },
                  {{"a.mul(b)", [](Ts t, Ss) { return t[0].mul(t[1]); }},
                   {"a * b", [](Ts t, Ss) { return t[0] * t[1]; }},
                   {"lt::mul(a, b)", [](Ts t, Ss) { return lt::mul(t[0], t[1]); }}},
@@ -391,7 +469,7 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::none,
                  [](Bs x, Ss) { return b::gap(x[1]) >= 0.25; },
-                 [](Bs x, Ss, double u) { return b::round(b::div(x[0], x[1]), u); },
+                 [](Bs x, Ss, const Unit& u) { return b::round(b::div(x[0], x[1]), u); },
                  {{"a.div(b)", [](Ts t, Ss) { return t[0].div(t[1]); }},
                   {"a / b", [](Ts t, Ss) { return t[0] / t[1]; }},
                   {"lt::div(a, b)", [](Ts t, Ss) { return lt::div(t[0], t[1]); }}},
@@ -399,25 +477,26 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({2,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double) { return b::maximum(x[0], x[1]); },
+                 [](Bs x, Ss, const Unit&) { return b::maximum(x[0], x[1]); },
                  {{"a.maximum(b)", [](Ts t, Ss) { return t[0].maximum(t[1]); }},
                   {"lt::maximum(a, b)", [](Ts t, Ss) { return lt::maximum(t[0], t[1]); }}},
                  {{"a.maximum_(b)", [](Tensor& a, Ts t, Ss) { a.maximum_(t[1]); }}}});
     c.push_back({2,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double) { return b::minimum(x[0], x[1]); },
+                 [](Bs x, Ss, const Unit&) { return b::minimum(x[0], x[1]); },
                  {{"a.minimum(b)", [](Ts t, Ss) { return t[0].minimum(t[1]); }},
                   {"lt::minimum(a, b)", [](Ts t, Ss) { return lt::minimum(t[0], t[1]); }}},
                  {{"a.minimum_(b)", [](Tensor& a, Ts t, Ss) { a.minimum_(t[1]); }}}});
-    c.push_back({2,
-                 Draw::weight,
-                 any,
-                 [](Bs x, Ss s, double u) { return b::lerp(x[0], x[1], b::scalar(s[0], u), u); },
-                 {{"a.lerp(b, s)", [](Ts t, Ss s) { return t[0].lerp(t[1], s[0]); }}},
-                 {{"a.lerp_(b, s)", [](Tensor& a, Ts t, Ss s) { a.lerp_(t[1], s[0]); }}}});
+    c.push_back(
+        {2,
+         Draw::weight,
+         any,
+         [](Bs x, Ss s, const Unit& u) { return b::lerp(x[0], x[1], b::scalar(s[0], u), u); },
+         {{"a.lerp(b, s)", [](Ts t, Ss s) { return t[0].lerp(t[1], s[0]); }}},
+         {{"a.lerp_(b, s)", [](Tensor& a, Ts t, Ss s) { a.lerp_(t[1], s[0]); }}}});
     OpCase copy{2,   Draw::none,
-                any, [](Bs x, Ss, double) { return x[1]; },
+                any, [](Bs x, Ss, const Unit&) { return x[1]; },
                 {},  {{"a.copy_(b)", [](Tensor& a, Ts t, Ss) { a.copy_(t[1]); }}}};
     copy.self_dtype = true;
     c.push_back(copy);
@@ -425,14 +504,14 @@ inline const std::vector<OpCase>& op_cases() {
     c.push_back({3,
                  Draw::none,
                  any,
-                 [](Bs x, Ss, double u) { return b::lerp(x[0], x[1], x[2], u); },
+                 [](Bs x, Ss, const Unit& u) { return b::lerp(x[0], x[1], x[2], u); },
                  {{"a.lerp(b, c)", [](Ts t, Ss) { return t[0].lerp(t[1], t[2]); }}},
                  {{"a.lerp_(b, c)", [](Tensor& a, Ts t, Ss) { a.lerp_(t[1], t[2]); }}}});
     c.push_back(
         {3,
          Draw::any,
          any,
-         [](Bs x, Ss s, double u) {
+         [](Bs x, Ss s, const Unit& u) {
            const Bound term =
                b::round(b::mul(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
            return b::round(b::add(x[0], term), u);
@@ -443,7 +522,7 @@ inline const std::vector<OpCase>& op_cases() {
         {3,
          Draw::any,
          [](Bs x, Ss) { return b::gap(x[2]) >= 0.25; },
-         [](Bs x, Ss s, double u) {
+         [](Bs x, Ss s, const Unit& u) {
            const Bound term =
                b::round(b::div(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
            return b::round(b::add(x[0], term), u);
@@ -461,6 +540,7 @@ struct ProgramOptions {
   int max_ops = 12;
   bool reductions = true;  // argmax too, when selections
   bool mixed_dtypes = true;
+  bool half_dtypes = true;     // bf16 and f16 tensors too, with mixed_dtypes
   bool views = true;           // reshape, view, transpose, permute, expand, slice, select, ...
   bool gathers = true;         // cat, index_select, embedding
   bool selections = true;      // comparisons feeding where and masked_fill, or kept as 0/1 values
@@ -530,7 +610,18 @@ inline const std::vector<std::string>& drawn_kinds() {
                                                  "bmm",
                                                  "linear",
                                                  "linear with bias",
-                                                 "linear of a view"};
+                                                 "linear of a view",
+                                                 "bf16 op",
+                                                 "f16 op",
+                                                 "bf16 with f16 (an f32 op)",
+                                                 "in-place op rounding to bf16 or f16",
+                                                 "bf16 reduction",
+                                                 "f16 reduction",
+                                                 "bf16 product",
+                                                 "f16 product (refused)",
+                                                 "cast to bf16",
+                                                 "cast to f16",
+                                                 "cast between bf16 and f16"};
   return kinds;
 }
 
@@ -722,10 +813,11 @@ class RandomProgram {
     for (size_t i : in) ts.push_back(pool_[i].t);
     const DType dtype = op_dtype(ts);
     const std::vector<double> s = scalars(op.draw);
-    const std::vector<Bound> bs = converted(in, dtype);
-    if (!op.ok(bs.data(), s.data())) return false;
-    const Bound result = op.bound(bs.data(), s.data(), unit(dtype));
-    if (!acceptable(result)) return false;
+    const std::optional<std::vector<Bound>> bs = converted(in, dtype);
+    if (!bs || !op.ok(bs->data(), s.data())) return false;
+    const Bound result = op.bound(bs->data(), s.data(), unit(dtype));
+    if (!acceptable(result, dtype, in)) return false;
+    note_dtypes(dtype, ts);
     const Form& form = op.forms[below(static_cast<int>(op.forms.size()))];
     Tensor t = form.fn(ts.data(), s.data());
     const std::string name = fresh_name();
@@ -752,12 +844,12 @@ class RandomProgram {
     const DType self = pool_[target].t.dtype();
     const DType dtype = op.self_dtype ? self : op_dtype(ts);
     const std::vector<double> s = scalars(op.draw);
-    const std::vector<Bound> bs = converted(in, dtype);
-    if (!op.ok(bs.data(), s.data())) return false;
-    Bound result = op.bound(bs.data(), s.data(), unit(dtype));
+    const std::optional<std::vector<Bound>> bs = converted(in, dtype);
+    if (!bs || !op.ok(bs->data(), s.data())) return false;
+    Bound result = op.bound(bs->data(), s.data(), unit(dtype));
     // The result is cast to the target's dtype.
-    if (self == DType::f32 && dtype == DType::f64) result = bounds::round(result, unit(self));
-    if (!acceptable(result)) return false;
+    if (!holds(self, dtype)) result = bounds::round(result, unit(self));
+    if (!acceptable(result, self, in)) return false;
     const InPlaceForm& form = op.in_place[below(static_cast<int>(op.in_place.size()))];
     if (pool_[target].view) {
       // Refused with lt::Error, and nothing changes (the bound stays).
@@ -775,6 +867,10 @@ class RandomProgram {
     log(pool_[target].name + ": " + describe(form.text, in, s));
     if (any_view(std::vector<size_t>(in.begin() + 1, in.end())))
       note_drawn("in-place op on a view operand");
+    note_dtypes(dtype, ts);
+    if (register_dtype(self) != self && dtype != self) {
+      note_drawn("in-place op rounding to bf16 or f16");
+    }
     form.fn(pool_[target].t, ts.data(), s.data());
     EXPECT_EQ(pool_[target].t.shape().str(), shape.str()) << pool_[target].name;
     EXPECT_STREQ(lt::dtype_name(pool_[target].t.dtype()), lt::dtype_name(self))
@@ -807,7 +903,7 @@ class RandomProgram {
     Kind kind = static_cast<Kind>(below(4));
     // A max over nothing throws and a mean over nothing is NaN: sum instead.
     if (count == 0 && (kind == kMean || kind == kMax)) kind = kSum;
-    const double u = unit(a.dtype());
+    const Unit u = unit(a.dtype());
     const double n = static_cast<double>(count);
     // Each output folds n values in double, then rounds to the dtype.
     const double fold = n * 0x1p-53 * n * x.mag();
@@ -828,7 +924,7 @@ class RandomProgram {
                           u);
         break;
     }
-    if (!acceptable(r)) return false;
+    if (!acceptable(r, a.dtype(), {i})) return false;
     static constexpr const char* kNames[] = {"sum", "mean", "max", "norm"};
     using Reduce = Tensor (Tensor::*)() const;
     using ReduceDims = Tensor (Tensor::*)(const std::vector<int>&, bool) const;
@@ -845,25 +941,45 @@ class RandomProgram {
     log(name + " = " + describe(text.c_str(), {i}, {}) + " -> " + t.shape().str());
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(a.dtype())) << name;
     if (pool_[i].view) note_drawn("reduction of a view");
+    if (a.dtype() == DType::bf16) note_drawn("bf16 reduction");
+    if (a.dtype() == DType::f16) note_drawn("f16 reduction");
     add({t, std::make_shared<Bound>(r), name});
     return true;
   }
 
+  // A cast to another float dtype: the other of f32 and f64 mostly, now and then bf16 or f16.
   bool cast() {
-    add_cast(below(static_cast<int>(pool_.size())));
+    const size_t i = below(static_cast<int>(pool_.size()));
+    const DType from = pool_[i].t.dtype();
+    DType to = from == DType::f32 ? DType::f64 : DType::f32;
+    if (options_.half_dtypes && chance(0.25)) {
+      to = chance(0.5) ? DType::bf16 : DType::f16;
+      if (to == from) to = from == DType::bf16 ? DType::f16 : DType::bf16;
+    } else if (register_dtype(from) != from && chance(0.3)) {
+      to = DType::f64;
+    }
+    if (pool_[i].bound->mag() > max_magnitude(to)) return false;
+    add_cast(i, to);
     return true;
   }
 
-  // Adds pool_[i] converted to the other float dtype (or to `to`); returns its index.
-  size_t add_cast(size_t i, std::optional<DType> to = std::nullopt) {
-    if (!to) to = pool_[i].t.dtype() == DType::f32 ? DType::f64 : DType::f32;
-    if (pool_[i].t.dtype() == *to) return i;
+  // Adds pool_[i] converted to `to` (within its range); returns its index (i itself when it has
+  // that dtype).
+  size_t add_cast(size_t i, DType to) {
+    const DType from = pool_[i].t.dtype();
+    if (from == to) return i;
     Bound r = *pool_[i].bound;
-    if (*to == DType::f32) r = bounds::round(r, unit(*to));
-    Tensor t = pool_[i].t.to(*to);
+    if (!holds(to, from)) r = bounds::round(r, unit(to));
+    Tensor t = pool_[i].t.to(to);
     const std::string name = fresh_name();
-    log(name + " = " + describe(*to == DType::f32 ? "a.to(f32)" : "a.to(f64)", {i}, {}));
-    EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(*to)) << name;
+    log(name + " = " +
+        describe(("a.to(" + std::string(lt::dtype_name(to)) + ")").c_str(), {i}, {}));
+    EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(to)) << name;
+    if (to == DType::bf16) note_drawn("cast to bf16");
+    if (to == DType::f16) note_drawn("cast to f16");
+    if (register_dtype(from) != from && register_dtype(to) != to) {
+      note_drawn("cast between bf16 and f16");
+    }
     add({t, std::make_shared<Bound>(r), name});
     return pool_.size() - 1;
   }
@@ -1281,9 +1397,10 @@ class RandomProgram {
       want[d] += pool_[i].t.shape()[d];
     }
     if (count(want) > kMaxNumel) return false;
-    const std::vector<Bound> bs = converted(in, dtype);
-    Bound result = bs[0];
-    for (const Bound& b : bs) result = bounds::hull(result, b);
+    const std::optional<std::vector<Bound>> bs = converted(in, dtype);
+    if (!bs) return false;
+    Bound result = (*bs)[0];
+    for (const Bound& b : *bs) result = bounds::hull(result, b);
     const int dim = chance(0.3) ? d - r : d;
     const Tensor t = lt::cat(ts, dim);
     const std::string name = fresh_name();
@@ -1397,19 +1514,20 @@ class RandomProgram {
       const size_t j = operand(with, into);
       const Tensor x = pool_[i].t, y = pool_[j].t;
       const DType dtype = op_dtype({x, y});
-      const std::vector<Bound> bs = converted({i, j}, dtype);
+      const std::vector<Bound> bs = converted({i, j}, dtype).value_or(std::vector<Bound>{});
       // The values as the comparison sees them: cast to its dtype.
       std::vector<double> vx = lt::reference::evaluate(x), vy = lt::reference::evaluate(y);
       for (auto [v, from] : {std::pair{&vx, x.dtype()}, std::pair{&vy, y.dtype()}}) {
-        if (dtype == DType::f32 && from == DType::f64) {
-          for (double& e : *v) e = static_cast<float>(e);
+        if (!holds(dtype, from)) {
+          for (double& e : *v) e = round_to(dtype, e);
         }
       }
       const Shape out = *broadcast(x.shape(), y.shape());
       const std::vector<int64_t> ix = positions(x.shape(), out), iy = positions(y.shape(), out);
-      const double margin =
-          2 * (bs[0].err + bs[1].err) + 1e-12 * (bs[0].mag() + bs[0].err + bs[1].mag() + bs[1].err);
-      bool safe = true;
+      bool safe = !bs.empty();
+      const double margin = safe ? 2 * (bs[0].err + bs[1].err) +
+                                       1e-12 * (bs[0].mag() + bs[0].err + bs[1].mag() + bs[1].err)
+                                 : 0;
       for (size_t e = 0; e < ix.size() && safe; ++e) {
         safe = std::abs(vx[ix[e]] - vy[iy[e]]) > margin;
       }
@@ -1418,6 +1536,7 @@ class RandomProgram {
         note_drawn("comparison of two tensors");
         if (pool_[i].view || pool_[j].view) note_drawn("comparison of a view");
         const Tensor m = (x.*kTensor[op])(y);
+        note_dtypes(dtype, {x, y});
         std::vector<double> expected;
         for (size_t e = 0; e < ix.size(); ++e) expected.push_back(decide(op, vx[ix[e]], vy[iy[e]]));
         if (!reference_is(m, expected, text)) return std::nullopt;
@@ -1431,10 +1550,8 @@ class RandomProgram {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
     const double margin = 2 * b.err + 1e-12 * (b.mag() + b.err);
-    // The threshold as the kernel sees it: in x's dtype.
-    auto in_dtype = [&](double s) {
-      return x.dtype() == DType::f32 ? static_cast<double>(static_cast<float>(s)) : s;
-    };
+    // The threshold as the kernel sees it: in x's dtype, or in f32 for bf16 and f16.
+    auto in_dtype = [&](double s) { return round_to(register_dtype(x.dtype()), s); };
     std::vector<double> gaps;  // thresholds between two values, splitting the tensor
     for (size_t k = 0; k + 1 < v.size(); ++k) {
       if (v[k + 1] - v[k] > 2 * margin) gaps.push_back(in_dtype(v[k] + (v[k + 1] - v[k]) / 2));
@@ -1458,6 +1575,7 @@ class RandomProgram {
     note_drawn("comparison with a scalar");
     if (pool_[i].view) note_drawn("comparison of a view");
     const Tensor m = (x.*kScalar[op])(s);
+    note_dtypes(x.dtype(), {x});
     std::vector<double> expected;
     for (double e : values) expected.push_back(decide(op, e, s));
     if (!reference_is(m, expected, text)) return std::nullopt;
@@ -1489,12 +1607,13 @@ class RandomProgram {
     const size_t ia = below(static_cast<int>(pool_.size()));
     const size_t ib = operand(pool_[ia].t.shape(), /*into=*/false);
     const Shape ab = *broadcast(pool_[ia].t.shape(), pool_[ib].t.shape());
+    const Tensor a = pool_[ia].t, b = pool_[ib].t;
+    const DType dtype = op_dtype({a, b});
+    const std::optional<std::vector<Bound>> bs = converted({ia, ib}, dtype);
+    if (!bs) return false;
     std::string condition;
     const std::optional<Tensor> m = mask(ab, /*into=*/false, condition);
     if (!m) return false;
-    const Tensor a = pool_[ia].t, b = pool_[ib].t;
-    const DType dtype = op_dtype({a, b});
-    const std::vector<Bound> bs = converted({ia, ib}, dtype);
     const Shape shape = *broadcast(ab, m->shape());
     const Tensor t = lt::where(*m, a, b);
     const std::string name = fresh_name();
@@ -1504,7 +1623,8 @@ class RandomProgram {
     EXPECT_EQ(t.shape().str(), shape.str()) << name;
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(dtype)) << name;
     note_drawn("where");
-    add({t, std::make_shared<Bound>(bounds::hull(bs[0], bs[1])), name});
+    note_dtypes(dtype, {a, b});
+    add({t, std::make_shared<Bound>(bounds::hull((*bs)[0], (*bs)[1])), name});
     return true;
   }
 
@@ -1523,6 +1643,7 @@ class RandomProgram {
     EXPECT_EQ(t.shape().str(), shape.str()) << name;
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(a.dtype())) << name;
     note_drawn("masked_fill");
+    note_dtypes(a.dtype(), {a});
     const Bound result = bounds::hull(*pool_[i].bound, bounds::scalar(s[0], unit(a.dtype())));
     add({t, std::make_shared<Bound>(result), name});
     return true;
@@ -1534,7 +1655,7 @@ class RandomProgram {
     const std::optional<Tensor> m =
         mask(pool_[below(static_cast<int>(pool_.size()))].t.shape(), /*into=*/false, condition);
     if (!m) return false;
-    const DType to = options_.mixed_dtypes && chance(0.3) ? DType::f64 : DType::f32;
+    const DType to = draw_dtype();
     const Tensor t = m->to(to);
     const std::string name = fresh_name();
     log(name + " = " + condition + ".to(" + lt::dtype_name(to) + ") -> " + t.shape().str());
@@ -1544,7 +1665,7 @@ class RandomProgram {
     return true;
   }
 
-  // argmax over all elements or along a dim, as f32 or f64 positions. Drawn only where the
+  // argmax over all elements or along a dim, as positions of a float dtype. Drawn only where the
   // engine cannot pick another element than the reference: values without error (the same in
   // both, ties included), or a maximum ahead of every other element of its run by more than
   // both sides' errors. The reference's positions are checked against the first maxima of its
@@ -1588,7 +1709,10 @@ class RandomProgram {
         want.erase(want.begin() + d);
       }
     }
-    const DType to = options_.mixed_dtypes && chance(0.3) ? DType::f64 : DType::f32;
+    // Positions below 256 are exact in every float dtype; up to 66000 in f32 and f64.
+    const DType to = n <= 256                               ? draw_dtype()
+                     : options_.mixed_dtypes && chance(0.3) ? DType::f64
+                                                            : DType::f32;
     const Tensor t = index.to(to);
     const std::string name = fresh_name();
     const std::string text =
@@ -1606,14 +1730,39 @@ class RandomProgram {
 
   // --- Matrix products. ---
 
-  // Makes pool_[i] and pool_[j] one dtype (products take no mixed dtypes) by casting one.
-  void same_dtype(size_t& i, size_t& j) {
-    if (pool_[i].t.dtype() == pool_[j].t.dtype()) return;
-    if (chance(0.5)) {
-      i = add_cast(i, pool_[j].t.dtype());
-    } else {
-      j = add_cast(j, pool_[i].t.dtype());
+  // Makes pool_[i] and pool_[j] one dtype (products take no mixed dtypes) by casting one (not
+  // to f16 beyond its range), and not f16, which has no matrix product: f16 operands are cast to
+  // f32 or bf16, or now and then given to `product`, which must refuse them (lt::Error). True
+  // when the product was refused.
+  bool same_dtype(size_t& i, size_t& j, const char* text,
+                  const std::function<Tensor(const Tensor&, const Tensor&)>& product) {
+    const DType di = pool_[i].t.dtype(), dj = pool_[j].t.dtype();
+    if (di != dj) {
+      auto fits = [&](size_t k, DType to) { return pool_[k].bound->mag() <= max_magnitude(to); };
+      const bool cast_i = chance(0.5) ? fits(i, dj) : !fits(j, di);
+      if (cast_i) {
+        i = add_cast(i, dj);
+      } else {
+        j = add_cast(j, di);
+      }
     }
+    if (pool_[i].t.dtype() != DType::f16) return false;
+    if (chance(0.3)) {
+      log(describe(text, {i, j}, {}) + " (f16: refused)");
+      bool refused = false;
+      try {
+        product(pool_[i].t, pool_[j].t);
+      } catch (const lt::Error&) {
+        refused = true;
+      }
+      if (!refused) fail(std::string(text) + " of f16 tensors was not refused");
+      note_drawn("f16 product (refused)");
+      return true;
+    }
+    const DType to = chance(0.5) ? DType::f32 : DType::bf16;
+    i = add_cast(i, to);
+    j = add_cast(j, to);
+    return false;
   }
 
   // The second operand of a product whose inner size is `k`: a pool tensor that fits as it
@@ -1683,7 +1832,10 @@ class RandomProgram {
         },
         [&](const Shape& s) { return s[s.rank() - 1] == k && batch_fits(s); }, Shape(dims),
         transposed);
-    same_dtype(ia, ib);
+    if (same_dtype(ia, ib, "lt::matmul(a, b)",
+                   [](const Tensor& a, const Tensor& b) { return lt::matmul(a, b); })) {
+      return true;
+    }
     const Tensor a = pool_[ia].t, b = pool_[ib].t;
     const Shape sb = b.shape();
     const int rb = sb.rank();
@@ -1700,7 +1852,7 @@ class RandomProgram {
       want.push_back(sb[rb - 1]);
     }
     const Bound result = bounds::dot(*pool_[ia].bound, *pool_[ib].bound, k, unit(a.dtype()));
-    if (!acceptable(result) || !small_product(want, k)) return false;
+    if (!acceptable(result, a.dtype(), {ia, ib}) || !small_product(want, k)) return false;
     const bool method = chance(0.5);
     const Tensor t = method ? a.matmul(b) : lt::matmul(a, b);
     const std::string name = fresh_name();
@@ -1709,6 +1861,7 @@ class RandomProgram {
     EXPECT_EQ(t.shape().str(), Shape(want).str()) << name;
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(a.dtype())) << name;
     note_drawn("matmul");
+    if (a.dtype() == DType::bf16) note_drawn("bf16 product");
     if (ra == 1 || rb == 1) note_drawn("matmul with a 1-D operand");
     if (ra >= 2 && rb >= 2 && leading(sa, ra - 2) != leading(sb, rb - 2)) {
       note_drawn("matmul with batch broadcasting");
@@ -1740,11 +1893,16 @@ class RandomProgram {
         second_operand([&](const Shape& s) { return s.rank() == 3 && s[0] == batch && s[1] == k; },
                        [&](const Shape& s) { return s.rank() == 3 && s[0] == batch && s[2] == k; },
                        Shape({batch, k, free_size()}), transposed);
-    same_dtype(ia, ib);
+    if (same_dtype(ia, ib, "lt::bmm(a, b)",
+                   [](const Tensor& a, const Tensor& b) { return lt::bmm(a, b); })) {
+      return true;
+    }
     const Tensor a = pool_[ia].t, b = pool_[ib].t;
     const Shape want({batch, sa[1], b.shape()[2]});
     const Bound result = bounds::dot(*pool_[ia].bound, *pool_[ib].bound, k, unit(a.dtype()));
-    if (!acceptable(result) || !small_product(want.to_vector(), k)) return false;
+    if (!acceptable(result, a.dtype(), {ia, ib}) || !small_product(want.to_vector(), k)) {
+      return false;
+    }
     const Tensor t = lt::bmm(a, b);
     const std::string name = fresh_name();
     log(name + " = " + describe("lt::bmm(a, b)", {ia, ib}, {}) + " -> " +
@@ -1752,6 +1910,7 @@ class RandomProgram {
     EXPECT_EQ(t.shape().str(), want.str()) << name;
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(a.dtype())) << name;
     note_drawn("bmm");
+    if (a.dtype() == DType::bf16) note_drawn("bf16 product");
     if (any_view({ia, ib}))
       note_drawn(transposed ? "matmul of a transposed view" : "matmul of a view");
     add({t, std::make_shared<Bound>(result), name, engine_view(t)});
@@ -1770,7 +1929,10 @@ class RandomProgram {
     size_t iw = second_operand([&](const Shape& s) { return s.rank() == 2 && s[1] == in; },
                                [&](const Shape& s) { return s.rank() == 2 && s[0] == in; },
                                Shape({free_size(), in}), transposed);
-    same_dtype(ix, iw);
+    if (same_dtype(ix, iw, "lt::linear(a, b)",
+                   [](const Tensor& x, const Tensor& w) { return lt::linear(x, w); })) {
+      return true;
+    }
     const Tensor x = pool_[ix].t, w = pool_[iw].t;
     const int64_t out = w.shape()[0];
     Bound result = bounds::dot(*pool_[ix].bound, *pool_[iw].bound, in, unit(x.dtype()));
@@ -1786,12 +1948,12 @@ class RandomProgram {
         in_slots.push_back(biases[below_size(biases)]);
       }
       dtype = lt::promote_types(dtype, pool_[in_slots[2]].t.dtype());
-      const Bound bias = converted({in_slots[2]}, dtype)[0];
+      const Bound bias = *pool_[in_slots[2]].bound;  // of a dtype that dtype holds
       result = bounds::round(bounds::add(result, bias), unit(dtype));
     }
     std::vector<int64_t> want = leading(sx, sx.rank() - 1).to_vector();
     want.push_back(out);
-    if (!acceptable(result) || !small_product(want, in)) return false;
+    if (!acceptable(result, dtype, in_slots) || !small_product(want, in)) return false;
     const Tensor bias = in_slots.size() == 3 ? pool_[in_slots[2]].t : Tensor();
     const Tensor t = lt::linear(x, w, bias);
     const std::string name = fresh_name();
@@ -1801,6 +1963,7 @@ class RandomProgram {
     EXPECT_EQ(t.shape().str(), Shape(want).str()) << name;
     EXPECT_STREQ(lt::dtype_name(t.dtype()), lt::dtype_name(dtype)) << name;
     note_drawn("linear");
+    if (x.dtype() == DType::bf16) note_drawn("bf16 product");
     if (bias.defined()) note_drawn("linear with bias");
     if (any_view(in_slots)) note_drawn("linear of a view");
     add({t, std::make_shared<Bound>(result), name, engine_view(t)});
@@ -1863,25 +2026,83 @@ class RandomProgram {
     return candidates[below(static_cast<int>(candidates.size()))];
   }
 
-  // The operands' bounds, with the rounding of those cast down to the op's dtype.
-  std::vector<Bound> converted(const std::vector<size_t>& in, DType dtype) const {
+  // The operands' bounds, with the rounding of those cast down to the op's dtype; nullopt when
+  // one is beyond the dtype's range (max_magnitude).
+  std::optional<std::vector<Bound>> converted(const std::vector<size_t>& in, DType dtype) const {
     std::vector<Bound> out;
     for (size_t i : in) {
       Bound b = *pool_[i].bound;
-      if (dtype == DType::f32 && pool_[i].t.dtype() == DType::f64)
+      if (!holds(dtype, pool_[i].t.dtype())) {
+        if (b.mag() > max_magnitude(dtype)) return std::nullopt;
         b = bounds::round(b, unit(dtype));
+      }
       out.push_back(b);
     }
     return out;
   }
 
-  static bool acceptable(const Bound& b) {
-    return std::isfinite(b.lo) && std::isfinite(b.hi) && std::isfinite(b.err) && b.mag() <= 1e6 &&
-           b.err <= 1e-3 * std::max(1.0, b.mag());
+  // The largest magnitude drawn for a value of `dtype`: f16's largest finite value is 65504, and
+  // no op drawn from values up to 1e3 leaves its range (one computed in f32 cannot overflow).
+  static double max_magnitude(DType dtype) { return dtype == DType::f16 ? 1e3 : 1e6; }
+
+  // The largest error bound drawn, relative to the magnitude (or to 1 below it): 1e-3 for f32 and
+  // f64; 16 units for bf16 and f16, whose every result is rounded by up to one.
+  static double max_error(DType dtype) {
+    const double store = unit(dtype).store;
+    return store > 0 ? 16 * store : 1e-3;
+  }
+
+  // Whether a value of `dtype` computed from pool_[in] under bound b is drawn: finite, within the
+  // dtype's range, and with an error bound that does not swamp it (as loose as that of the least
+  // precise of its dtype and its operands': an f32 value computed from bf16 ones keeps their
+  // error).
+  bool acceptable(const Bound& b, DType dtype, const std::vector<size_t>& in) const {
+    double limit = max_error(dtype);
+    for (size_t i : in) limit = std::max(limit, max_error(pool_[i].t.dtype()));
+    return std::isfinite(b.lo) && std::isfinite(b.hi) && std::isfinite(b.err) &&
+           b.mag() <= max_magnitude(dtype) && b.err <= limit * std::max(1.0, b.mag());
+  }
+
+  // A float dtype for a new tensor: f32 mostly, f64 30% of the time, bf16 and f16 5% each.
+  DType draw_dtype() {
+    if (!options_.mixed_dtypes) return DType::f32;
+    const int pick = below(100);
+    if (pick < 30) return DType::f64;
+    if (options_.half_dtypes && pick < 35) return DType::bf16;
+    if (options_.half_dtypes && pick < 40) return DType::f16;
+    return DType::f32;
+  }
+
+  // Counts an op computing in `dtype` on `operands`, by the 16-bit dtypes involved.
+  static void note_dtypes(DType dtype, const std::vector<Tensor>& operands) {
+    if (dtype == DType::bf16) note_drawn("bf16 op");
+    if (dtype == DType::f16) note_drawn("f16 op");
+    bool bf16 = false, f16 = false;
+    for (const Tensor& t : operands) {
+      bf16 = bf16 || t.dtype() == DType::bf16;
+      f16 = f16 || t.dtype() == DType::f16;
+    }
+    if (bf16 && f16 && dtype == DType::f32) note_drawn("bf16 with f16 (an f32 op)");
+  }
+
+  // A tensor of `dtype` holding `values` (values of the dtype).
+  static Tensor upload(const std::vector<double>& values, const Shape& shape, DType dtype) {
+    switch (dtype) {
+      case DType::f64:
+        return lt::from_vector(values, shape);
+      case DType::bf16:
+      case DType::f16: {
+        std::vector<uint16_t> bits;
+        for (double v : values) bits.push_back(half_bits(dtype, v));
+        return lt::from_host(bits.data(), shape, dtype);
+      }
+      default:
+        return lt::from_vector(std::vector<float>(values.begin(), values.end()), shape);
+    }
   }
 
   Slot new_leaf(const Shape& shape) {
-    const DType dtype = options_.mixed_dtypes && chance(0.3) ? DType::f64 : DType::f32;
+    const DType dtype = draw_dtype();
     const std::string name = fresh_name();
     const char* what = "";
     Tensor t;
@@ -1892,13 +2113,8 @@ class RandomProgram {
         static constexpr double kRanges[][2] = {{-2, 2}, {0.5, 2}, {-2, -0.5}};
         const auto& range = kRanges[below(3)];
         std::vector<double> values(static_cast<size_t>(shape.numel()));
-        for (double& v : values) {
-          v = uniform(range[0], range[1]);
-          if (dtype == DType::f32) v = static_cast<float>(v);
-        }
-        t = dtype == DType::f32
-                ? lt::from_vector(std::vector<float>(values.begin(), values.end()), shape)
-                : lt::from_vector(values, shape);
+        for (double& v : values) v = round_to(dtype, uniform(range[0], range[1]));
+        t = upload(values, shape, dtype);
         if (!values.empty()) {
           b = {*std::min_element(values.begin(), values.end()),
                *std::max_element(values.begin(), values.end()), 0};
@@ -1929,7 +2145,8 @@ class RandomProgram {
         break;
       default:
         t = lt::randn(shape, rng_(), dtype);
-        b = {-8.6, 8.6, 0};  // Box-Muller over 53-bit uniforms stays within 8.6
+        // Box-Muller over 53-bit uniforms stays within 8.6, rounded to the dtype.
+        b = {-round_to(dtype, 8.6), round_to(dtype, 8.6), 0};
         what = "randn";
         break;
     }
