@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The HF AdamW step (transformers 4.6.0, correct_bias=True) in other frameworks, against
 lazytensor: agreement on lazytensor's tiny dump, then median step time on a BERT model's
-parameter shapes. Prints a Markdown table; --json writes the rows.
+parameter shapes. Prints a Markdown table; --json writes the rows. Other optimizers that a
+CPU user would reach for (torch.optim.AdamW, optax, DeepSpeedCPUAdam, IPEX's optimizers, in
+fp32 and bf16) are timed on the same shapes, as different algorithms.
 
 Each peer runs in its own subprocess, with a timeout and a memory watchdog, so a peer that
 crashes, hangs or runs out of memory becomes a row saying so, not the end of the table.
@@ -26,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(PEERS_DIR))
 SYS_PY = "/usr/bin/python3"
 PEERS_PY = os.path.join(ROOT, ".venv-peers", "bin", "python")
 XLA_PY = os.path.join(ROOT, ".venv-xla", "bin", "python")
+IPEX_PY = os.path.join(ROOT, ".venv-ipex", "bin", "python")
 POLICIES = ("argument", "cached", "uncached", "constant")
 GIB = 1 << 30
 
@@ -38,6 +41,7 @@ class Peer:
     script: str
     arg: str           # the --variant the script gets
     hf: bool = True    # False: a different algorithm, timed only
+    differs: str = "decoupled weight decay"  # how, where hf is False
 
 
 PEERS = [
@@ -49,6 +53,8 @@ PEERS = [
          "foreach", hf=False),
     Peer("PyTorch (PyPI)", "torch.optim.AdamW fused=True", PEERS_PY, "peer_torch.py",
          "fused", hf=False),
+    Peer("PyTorch (PyPI)", "torch.optim.AdamW fused=True, bf16", PEERS_PY, "peer_torch.py",
+         "fused-bf16", hf=False),
     Peer("PyTorch (PyPI)", "torch.compile, HF step (t a Python int)", PEERS_PY,
          "peer_torch_compile.py", "hf"),
     Peer("PyTorch (PyPI)", "torch.compile, step size a 0-d tensor", PEERS_PY,
@@ -56,6 +62,20 @@ PEERS = [
     Peer("JAX", "jit, HF step, donated", PEERS_PY, "peer_jax.py", "hf"),
     Peer("JAX", "optax.adamw, jit, donated", PEERS_PY, "peer_jax.py", "optax", hf=False),
     Peer("torch-xla", "PJRT CPU, HF loop + sync", XLA_PY, "peer_torch_xla.py", "hf"),
+    Peer("DeepSpeed", "DeepSpeedCPUAdam adamw_mode=True, fp32", PEERS_PY, "peer_deepspeed.py",
+         "fp32", hf=False),
+    Peer("DeepSpeed", "DeepSpeedCPUAdam adamw_mode=True, bf16 params, fp32 moments", PEERS_PY,
+         "peer_deepspeed.py", "bf16", hf=False),
+    Peer("DeepSpeed", "DeepSpeedCPUAdam adamw_mode=True, bf16 params and moments", PEERS_PY,
+         "peer_deepspeed.py", "bf16-states", hf=False),
+    Peer("IPEX", "ipex.optimize(AdamW, fuse_update_step=True), fp32", IPEX_PY, "peer_ipex.py",
+         "adamw-fp32", hf=False),
+    Peer("IPEX", "ipex.optimize(AdamW, fuse_update_step=True), bf16", IPEX_PY, "peer_ipex.py",
+         "adamw-bf16", hf=False),
+    Peer("IPEX", "ipex.optimize(Adam, fuse_update_step=True), fp32", IPEX_PY, "peer_ipex.py",
+         "adam-fp32", hf=False, differs="Adam: L2 weight decay"),
+    Peer("IPEX", "ipex.optimize(Adam, fuse_update_step=True), bf16 split master", IPEX_PY,
+         "peer_ipex.py", "adam-bf16", hf=False, differs="Adam: L2 weight decay"),
 ]
 
 
@@ -233,7 +253,7 @@ def fmt_seconds(x):
 
 def fmt_agreement(row, dump_note):
     if not row["hf"]:
-        return "n/a: different algorithm (decoupled weight decay)"
+        return f"n/a: different algorithm ({row.get('differs', 'decoupled weight decay')})"
     check = row.get("agreement")
     if check is None:
         return f"n/a: {dump_note}"
@@ -351,6 +371,8 @@ def main():
     for peer in wanted:
         print(f"running {peer.name}: {peer.variant}", file=sys.stderr, flush=True)
         row = {"peer": peer.name, "variant": peer.variant, "hf": peer.hf}
+        if not peer.hf:
+            row["differs"] = peer.differs
         if peer.hf and args.dump:
             row["agreement"] = run_peer(peer, "check", args.dump, 0, args)
         row["timing"] = run_peer(peer, "time", data, args.steps, args)

@@ -3,8 +3,10 @@
 # Idempotent: each step checks first and skips what is already there.
 #
 #   system /usr/bin/python3 : Debian's python3-torch (PyTorch 1.13, eager + Lazy Tensor Core)
-#   .venv-peers             : current torch (PyPI), jax[cpu], optax
+#   .venv-peers             : current torch (PyPI), jax[cpu], optax, DeepSpeed (its CPU Adam op
+#                             JIT-built here with ninja, once, into ~/.cache/torch_extensions)
 #   .venv-xla               : torch-xla and the torch release it was built against
+#   .venv-ipex              : Intel Extension for PyTorch and the torch release it requires
 #
 # Nothing is pip-installed into the system Python. A peer that cannot be installed is
 # reported here and, later, in the driver's table; it does not stop the rest.
@@ -14,6 +16,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SYS_PY=/usr/bin/python3
 PEERS_VENV=$ROOT/.venv-peers
 XLA_VENV=$ROOT/.venv-xla
+IPEX_VENV=$ROOT/.venv-ipex
 status=0
 
 say() { echo "setup.sh: $*"; }
@@ -55,6 +58,29 @@ else
     say "could not create $PEERS_VENV"; status=1
 fi
 
+# --- DeepSpeed (CPU Adam) -----------------------------------------------------------------
+# DeepSpeedCPUAdam JIT-compiles its C++ op (torch.utils.cpp_extension, ninja, g++, Python.h)
+# on first use; building it here keeps that minute out of `make peers` and reports a failure
+# now. The op is cached per torch version, so a second run only loads it.
+if [[ -x $PEERS_VENV/bin/python ]]; then
+    if "$PEERS_VENV/bin/python" -c "import deepspeed, ninja" >/dev/null 2>&1; then
+        say ".venv-peers: deepspeed present"
+    else
+        say ".venv-peers: pip install deepspeed ninja"
+        "$PEERS_VENV/bin/python" -m pip install -q deepspeed ninja \
+            || { say ".venv-peers: pip install deepspeed failed"; status=1; }
+    fi
+    # The venv's bin/ on PATH: ninja from PyPI is found there when the system has none.
+    if PATH="$PEERS_VENV/bin:$PATH" "$PEERS_VENV/bin/python" -c "
+from deepspeed.ops.op_builder import CPUAdamBuilder
+CPUAdamBuilder().load(verbose=False)" >/dev/null 2>&1; then
+        say ".venv-peers: DeepSpeed cpu_adam op built"
+    else
+        say ".venv-peers: DeepSpeed cpu_adam op could not be built (see the peers table)"
+        status=1
+    fi
+fi
+
 # --- torch-xla --------------------------------------------------------------------------
 # torch-xla's wheel does not pin torch, but only runs with the torch release it was built
 # against (same major.minor), so that torch is installed beside it in its own venv.
@@ -73,6 +99,32 @@ if make_venv "$XLA_VENV"; then
     fi
 else
     say "could not create $XLA_VENV"; status=1
+fi
+
+# --- Intel Extension for PyTorch ------------------------------------------------------------
+# IPEX's wheel does not pin torch either, but refuses at import any torch other than the
+# major.minor it was built against; its newest release on PyPI is older than the torch
+# in .venv-peers, so it gets its own venv with that torch, as torch-xla does.
+if make_venv "$IPEX_VENV"; then
+    if "$IPEX_VENV/bin/python" -c "import torch, intel_extension_for_pytorch, numpy" 2>/dev/null; then
+        say ".venv-ipex: intel-extension-for-pytorch present"
+    elif "$IPEX_VENV/bin/python" -m pip install -q intel-extension-for-pytorch numpy; then
+        ipex_ver=$("$IPEX_VENV/bin/python" -c "import importlib.metadata as m; print(m.version('intel_extension_for_pytorch'))")
+        ipex_ver=${ipex_ver%%+*}
+        torch_spec="torch~=${ipex_ver%.*}.0"
+        say ".venv-ipex: intel-extension-for-pytorch $ipex_ver, pip install $torch_spec"
+        "$IPEX_VENV/bin/python" -m pip install -q "$torch_spec" \
+            || { say ".venv-ipex: pip install $torch_spec failed"; status=1; }
+        "$IPEX_VENV/bin/python" -c "import intel_extension_for_pytorch" >/dev/null 2>&1 \
+            || { say ".venv-ipex: intel_extension_for_pytorch does not import (see the peers table)"; status=1; }
+    else
+        say ".venv-ipex: intel-extension-for-pytorch could not be installed (no wheel for" \
+            "Python $("$SYS_PY" -c 'import platform; print(platform.python_version())') on" \
+            "$(uname -m)?); the peers table will say so"
+        status=1
+    fi
+else
+    say "could not create $IPEX_VENV"; status=1
 fi
 
 df -h "$ROOT" | tail -1 | awk '{print "setup.sh: disk free after setup: " $4}'
