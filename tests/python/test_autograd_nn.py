@@ -145,21 +145,27 @@ def test_adamw_flavours_match_their_formulas(rng):
         np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-9, err_msg=flavor)
 
 
+def fit_with_adamw(start, target, precision, dtype, lr, steps):
+    """Fits w (from `start`, in `dtype`) to `target` by mean squared error under AdamW with the
+    given state precision; returns the last loss, the optimizer's state and w."""
+    w = lt.tensor(start).to(dtype).requires_grad_()
+    t = lt.tensor(target).to(dtype)
+    opt = lt.optim.AdamW([w], lr=lr, weight_decay=0.0, precision=precision)
+    for _ in range(steps):
+        loss = ((w - t) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        lt.mark_step()
+    return float(loss), opt.state_of(0, 0), w
+
+
 def test_adamw_precisions_keep_their_state_and_track_fp32(rng):
     start = rng.uniform(0.5, 1.0, 2048).astype(np.float32)
     target = rng.uniform(0.5, 1.0, 2048).astype(np.float32)
 
     def fit(precision, dtype):
-        w = lt.tensor(start).to(dtype).requires_grad_()
-        t = lt.tensor(target).to(dtype)
-        opt = lt.optim.AdamW([w], lr=1e-3, weight_decay=0.0, precision=precision)
-        for _ in range(200):
-            loss = ((w - t) ** 2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            lt.mark_step()
-        return float(loss), opt.state_of(0, 0), w
+        return fit_with_adamw(start, target, precision, dtype, lr=1e-3, steps=200)
 
     initial = float(np.mean((start - target) ** 2))
     fp32, _, _ = fit("fp32", lt.float32)
@@ -183,16 +189,7 @@ def test_adamw_8bit_keeps_codes_per_row_and_tracks_fp32(rng):
     target = rng.standard_normal((16, 512)).astype(np.float32)
 
     def fit(precision, dtype):
-        w = lt.tensor(start).to(dtype).requires_grad_()
-        t = lt.tensor(target).to(dtype)
-        opt = lt.optim.AdamW([w], lr=3e-2, weight_decay=0.0, precision=precision)
-        for _ in range(60):
-            loss = ((w - t) ** 2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            lt.mark_step()
-        return float(loss), opt.state_of(0, 0)
+        return fit_with_adamw(start, target, precision, dtype, lr=3e-2, steps=60)[:2]
 
     initial = float(np.mean((start - target) ** 2))
     fp32, _ = fit("fp32", lt.float32)
