@@ -484,8 +484,8 @@ TEST_P(DtypeTest, FillsInEveryDtype) {
     EXPECT_EQ(g.to_vector<double>(), std::vector<double>(2, filled));
     EXPECT_EQ(h.to_vector<double>(), std::vector<double>(2, 0.0));
   }
-  // A number reaches a bf16 op in f32 (as PyTorch's ops take numbers), so a fill rounds twice
-  // as PyTorch's does: to f32 (the 2^-30 is lost), then to nearest even bf16 (a tie: down).
+  // A number given to a bf16 op is rounded twice, as PyTorch's fill rounds it: to f32 (the
+  // 2^-30 is lost), then to nearest even bf16 (a tie: down).
   const Tensor tie = lt::full({1}, 1 + 0x1p-8 + 0x1p-30, DType::bf16);
   EXPECT_EQ(tie.item(), 1.0);
   const Tensor above = lt::full({1}, 1 + 0x1p-8 + 0x1p-20, DType::bf16);
@@ -721,8 +721,8 @@ TEST_P(DtypeTest, Bf16ArithmeticRoundsEveryResult) {
     Tensor got;
     std::function<long double(long double, long double)> f;
   };
-  // A number given to a bf16 op stays at f32 precision, as PyTorch's opmath keeps it.
-  const long double s_f32 = static_cast<float>(s);
+  // A number given to a bf16 op is rounded to bf16 (through f32), as PyTorch casts it.
+  const long double s_bf16 = bf16_value(bf16_bits(static_cast<float>(s)));
   std::vector<Case> cases = {
       {"add", x + y, [](long double a, long double b) { return a + b; }},
       {"mul", x * y, [](long double a, long double b) { return a * b; }},
@@ -731,7 +731,7 @@ TEST_P(DtypeTest, Bf16ArithmeticRoundsEveryResult) {
       {"exp", x.exp(), [](long double a, long double) { return std::exp(a); }},
       {"scalar", x * s + 1.0,
        [&](long double a, long double) {
-         return bf16_value(bf16_bits(bf16_value(bf16_bits(a * s_f32)) + 1));
+         return bf16_value(bf16_bits(bf16_value(bf16_bits(a * s_bf16)) + 1));
        }},
   };
   const Tensor wide = x.add(lt::from_vector(xs, {n}));  // bf16 + f32 is f32

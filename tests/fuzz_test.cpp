@@ -162,12 +162,12 @@ TEST(FuzzFindings, LerpWeightKeepsItsPrecisionUnderEveryPolicy) {
   }
 }
 
-// A scalar should reach a bf16 or f16 op's kernel in f32, as PyTorch's do, under every policy.
-// The cached and uncached policies upload it as a tensor of the op's dtype, rounded to it:
-// fuzzing found f16 values compared with a threshold between two f16 values (x.le(s) with
-// s = 0.4881591796875) as with the threshold rounded to one of them. Disabled until the upload
-// keeps f32 (an f32 upload is cast to the op's dtype, rounding it, by the op's promotion).
-TEST(FuzzFindings, DISABLED_HalfPrecisionScalarsKeepF32UnderEveryPolicy) {
+// A scalar of a bf16 or f16 op is rounded to the op's dtype under every policy, as PyTorch casts
+// a Python number to the tensor's dtype. Fuzzing found the policies disagreeing: the cached and
+// uncached ones uploaded the scalar rounded to f16 while the argument and constant ones kept
+// f32, so x.le(0.4881591796875), a threshold between two f16 values, depended on the policy.
+// The expected values are PyTorch 2.15's.
+TEST(FuzzFindings, HalfPrecisionScalarsRoundAlikeUnderEveryPolicy) {
   for (lt::DType dtype : {lt::DType::bf16, lt::DType::f16}) {
     for (lt::ScalarPolicy policy : kAllPolicies) {
       const PolicyScope scope(policy);
@@ -175,9 +175,12 @@ TEST(FuzzFindings, DISABLED_HalfPrecisionScalarsKeepF32UnderEveryPolicy) {
       const lt::Tensor x = lt::from_vector(std::vector<float>{1.0078125f}, {1}).to(dtype);
       // 1.0075 rounds to 1.0078125 in both dtypes, but not in f32.
       const double s = 1.0075;
-      EXPECT_EQ(x.le(s).to_vector<double>(), std::vector<double>{0});
-      EXPECT_EQ((x - s).to_vector<double>(),
-                std::vector<double>{lt_test::round_to(dtype, 1.0078125 - static_cast<float>(s))});
+      EXPECT_EQ(x.le(s).to_vector<double>(), std::vector<double>{1});
+      EXPECT_EQ(x.lt(s).to_vector<double>(), std::vector<double>{0});
+      EXPECT_EQ((x - s).to_vector<double>(), std::vector<double>{0});
+      EXPECT_EQ(x.clamp_max(s).to_vector<double>(), std::vector<double>{1.0078125});
+      EXPECT_EQ((x * s).to_vector<double>(),
+                std::vector<double>{lt_test::round_to(dtype, 1.0078125 * 1.0078125)});
     }
   }
 }

@@ -86,7 +86,7 @@ inline bool holds(DType to, DType from) {
          (to == DType::f32 && (from == DType::bf16 || from == DType::f16));
 }
 
-// The type an op of `dtype` computes in, and sees its scalars in: f32 for bf16 and f16.
+// The type an op of `dtype` computes in: f32 for bf16 and f16.
 inline DType register_dtype(DType dtype) {
   return dtype == DType::bf16 || dtype == DType::f16 ? DType::f32 : dtype;
 }
@@ -123,8 +123,7 @@ namespace bounds {
 // libm's exp, log, tanh and pow are within a few ulps; sigmoid and rsqrt chain two roundings.
 constexpr double kTranscendental = 8;
 
-// A scalar as a kernel of the op's dtype sees it (in f32 for bf16 and f16), or as a tensor of the
-// dtype holds it.
+// A scalar as a kernel of the op's dtype sees it: rounded to the dtype (one store's rounding).
 inline Bound scalar(double s, const Unit& u) {
   return {s, s, u.op() * std::abs(s)};
 }
@@ -1550,8 +1549,9 @@ class RandomProgram {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
     const double margin = 2 * b.err + 1e-12 * (b.mag() + b.err);
-    // The threshold as the kernel sees it: in x's dtype, or in f32 for bf16 and f16.
-    auto in_dtype = [&](double s) { return round_to(register_dtype(x.dtype()), s); };
+    // The threshold as the kernel sees it: in x's dtype (a scalar of a bf16 or f16 op is
+    // rounded to it, as PyTorch's are).
+    auto in_dtype = [&](double s) { return round_to(x.dtype(), s); };
     std::vector<double> gaps;  // thresholds between two values, splitting the tensor
     for (size_t k = 0; k + 1 < v.size(); ++k) {
       if (v[k + 1] - v[k] > 2 * margin) gaps.push_back(in_dtype(v[k] + (v[k + 1] - v[k]) / 2));

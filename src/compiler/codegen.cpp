@@ -98,7 +98,7 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
     const std::string decl =
         "const " + std::string(info.c_register) + " " + reg(static_cast<int32_t>(r)) + " = ";
     switch (instr.kind) {
-      // Numbers at register precision when registers are wider (bf16 ops take f32 numbers).
+      // Numbers at register precision (a bf16 or f16 op's number was rounded to it when traced).
       case InstrKind::Scalar:
         out += "  " + decl + number(instr.dtype, "s[" + std::to_string(instr.index) + "]") + ";\n";
         break;

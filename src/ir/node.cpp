@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 
+#include "ir/dtype_traits.h"
 #include "metrics/metrics_registry.h"
 
 namespace lt::ir {
@@ -83,8 +84,21 @@ NodePtr make_node(OpKind op, DType dtype, const Shape& shape, const std::vector<
   return build_node(op, dtype, shape, operands, attrs);
 }
 
+double scalar_value(DType dtype, double value) {
+  if (!dtype_info(dtype).wide_register) return value;
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Through the register type first, as a kernel given the number as an argument converts it
+    // (PyTorch's fill of a bf16 tensor rounds the same way: to f32, then to bf16).
+    value =
+        static_cast<double>(load_element(convert_element<T>(static_cast<RegisterOf<T>>(value))));
+  });
+  return value;
+}
+
 NodePtr make_scalar_node(OpKind op, DType dtype, double value) {
   auto node = std::make_shared<Node>(op, dtype, Shape());
+  value = scalar_value(dtype, value);
   node->value = value;
   // A constant is baked into the program, so its value is part of the graph's structure.
   if (op == OpKind::Constant) node->attrs.push_back(std::bit_cast<int64_t>(value));

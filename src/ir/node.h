@@ -60,6 +60,9 @@ NodePtr make_node(OpKind op, DType dtype, const Shape& shape,
                   std::initializer_list<int64_t> attrs = {});
 NodePtr make_node(OpKind op, DType dtype, const Shape& shape, const std::vector<NodePtr>& operands,
                   const std::vector<int64_t>& attrs);
+// A number as a scalar of an op of `dtype` holds it: rounded to bf16 or f16 (through f32) for
+// those dtypes, as PyTorch casts a Python number to the tensor's dtype; unchanged otherwise.
+double scalar_value(DType dtype, double value);
 NodePtr make_scalar_node(OpKind op, DType dtype, double value);  // Scalar or Constant
 NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, bool keepdim,
                        const Shape& shape);

@@ -79,6 +79,8 @@ ir::NodePtr scalar(double value, DType dtype, const Device& device) {
       if (special && config.special_scalars) {
         return ir::make_scalar_node(ir::OpKind::Constant, dtype, value);
       }
+      // Uploaded as the argument and constant policies' kernels would see it.
+      value = ir::scalar_value(dtype, value);
       return runtime::leaf_node(policy == ScalarPolicy::cached
                                     ? runtime::cached_scalar_data(value, dtype, device)
                                     : runtime::upload_scalar(value, dtype, device));
