@@ -129,7 +129,8 @@ void round_stochastic(const void* src, const void* key, void* dst, int64_t first
   const double* keys = static_cast<const double*>(key);
   float* out = static_cast<float*>(dst);
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = lt_kernel::lt_round_bf16_stochastic(in[i], keys[i], first + i, half);
+    out[i] = lt_kernel::lt_round_bf16_stochastic(in[i], keys[i],
+                                                 static_cast<unsigned int>(first + i), half);
   }
 }
 

@@ -34,28 +34,31 @@ struct DTypeInfo {
   const char* c_load;
   const char* c_store;
   const char* c_store_exact;  // for a register that holds a value of the dtype
+  // For a register that a rounding to the dtype in the same kernel produced (a NaN there is
+  // already quiet): no rounding and no NaN check.
+  const char* c_store_rounded;
 };
 
 // In DType's order.
 inline constexpr DTypeInfo kDTypeInfos[] = {
     {DType::f32, "f32", 4, true, true, true, false, "float", "float", "static_cast<float>", nullptr,
-     nullptr, nullptr},
-    {DType::f64, "f64", 8, true, true, true, false, "double", "double", "static_cast<double>",
      nullptr, nullptr, nullptr},
+    {DType::f64, "f64", 8, true, true, true, false, "double", "double", "static_cast<double>",
+     nullptr, nullptr, nullptr, nullptr},
     {DType::bf16, "bf16", 2, true, true, true, true, "unsigned short", "float",
      "lt_kernel::lt_cast_bf16", "lt_kernel::lt_bf16_load", "lt_kernel::lt_bf16_store",
-     "lt_kernel::lt_bf16_store_exact"},
+     "lt_kernel::lt_bf16_store_exact", "lt_kernel::lt_bf16_store_rounded"},
     {DType::f16, "f16", 2, true, true, true, true, "unsigned short", "float",
      "lt_kernel::lt_cast_f16", "lt_kernel::lt_f16_load", "lt_kernel::lt_f16_store",
-     "lt_kernel::lt_f16_store_exact"},
+     "lt_kernel::lt_f16_store_exact", "lt_kernel::lt_f16_store_exact"},
     {DType::i32, "i32", 4, false, true, false, false, "int", "int", "lt_kernel::lt_cast_i32",
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr},
     {DType::i64, "i64", 8, false, true, false, false, "long long", "long long",
-     "lt_kernel::lt_cast_i64", nullptr, nullptr, nullptr},
+     "lt_kernel::lt_cast_i64", nullptr, nullptr, nullptr, nullptr},
     {DType::boolean, "bool", 1, false, true, false, false, "bool", "bool", "static_cast<bool>",
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr},
     {DType::u8, "u8", 1, false, true, false, false, "unsigned char", "unsigned char",
-     "lt_kernel::lt_cast_u8", nullptr, nullptr, nullptr},
+     "lt_kernel::lt_cast_u8", nullptr, nullptr, nullptr, nullptr},
 };
 inline constexpr size_t kNumDTypes = sizeof(kDTypeInfos) / sizeof(kDTypeInfos[0]);
 constexpr bool rows_in_enum_order() {

@@ -288,6 +288,12 @@ inline unsigned short lt_bf16_store_exact(float x) {
   const unsigned int quiet = (bits & 0x7fffffffu) > 0x7f800000u ? 0x40u : 0u;
   return static_cast<unsigned short>((bits >> 16) | quiet);
 }
+// The store of an f32 that a rounding to bf16 produced: its upper half, a NaN already quiet.
+inline unsigned short lt_bf16_store_rounded(float x) {
+  unsigned int bits;
+  __builtin_memcpy(&bits, &x, 4);
+  return static_cast<unsigned short>(bits >> 16);
+}
 inline float lt_cast_bf16(float x) {
   return lt_bf16_load(lt_bf16_store(x));
 }
@@ -410,17 +416,17 @@ inline unsigned int lt_hash32(unsigned int x) {
   x ^= x >> 16;
   return x;
 }
-// 32 random bits for `position` under `key`, an integer below 2^53 held in a double.
-inline unsigned int lt_random_bits(double key, long long position) {
+// 32 random bits for `position` (an element's index modulo 2^32: kernels count it in 32 bits,
+// which keeps their loops in 32-bit lanes) under `key`, an integer below 2^53 held in a double.
+inline unsigned int lt_random_bits(double key, unsigned int position) {
   const unsigned long long k = static_cast<unsigned long long>(key);
-  return lt_hash32((static_cast<unsigned int>(position) ^ static_cast<unsigned int>(k)) +
-                   static_cast<unsigned int>(k >> 32));
+  return lt_hash32((position ^ static_cast<unsigned int>(k)) + static_cast<unsigned int>(k >> 32));
 }
 // `half` picks the hash's upper (0) or lower (1) 16 bits, so that two roundings of one element
 // under one key (an optimizer's weight and second moment) hash once and stay independent. A
 // double is rounded to f32 first (to nearest): the one rounding that is not stochastic.
 template <class T>
-inline float lt_round_bf16_stochastic(T x, double key, long long position, int half) {
+inline float lt_round_bf16_stochastic(T x, double key, unsigned int position, int half) {
   const float f = static_cast<float>(x);
   unsigned int bits;
   __builtin_memcpy(&bits, &f, 4);

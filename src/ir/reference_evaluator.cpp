@@ -217,7 +217,7 @@ class Evaluator {
       for (size_t e = 0; e < out.size(); ++e) {
         const double x = (*operands[0])[index[0].empty() ? e : index[0][e]];
         const double key = (*operands[1])[index[1].empty() ? e : index[1][e]];
-        out[e] = lt_kernel::lt_round_bf16_stochastic(x, key, static_cast<long long>(e),
+        out[e] = lt_kernel::lt_round_bf16_stochastic(x, key, static_cast<unsigned int>(e),
                                                      static_cast<int>(node.attrs[0]));
       }
       return out;
