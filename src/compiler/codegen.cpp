@@ -83,6 +83,13 @@ bool rounded_in_kernel(const KernelProgram& program, int32_t r) {
   const Instr& instr = program.instrs[r];
   if (instr.kind != InstrKind::Op || instr.op == ir::OpKind::Iota) return false;
   if (instr.op == ir::OpKind::Cast || instr.op == ir::OpKind::StochasticRound) return true;
+  if (instr.op == ir::OpKind::Where) {
+    // where(true, value, old), trace::overwrite's: the value it always selects.
+    const Instr& condition = program.instrs[instr.args[0]];
+    if (condition.kind == InstrKind::Constant && condition.constant != 0) {
+      return rounded_in_kernel(program, instr.args[1]);
+    }
+  }
   return !result_is_exact(program, instr);
 }
 
