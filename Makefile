@@ -3,7 +3,8 @@
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev \
-  libopenblas-dev libdnnl-dev libutf8proc-dev libgd-dev fortunes python3-venv python3-dev
+  libopenblas-dev libdnnl-dev libutf8proc-dev libgd-dev fortunes python3-venv python3-dev \
+  libopenmpi-dev openmpi-bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps models python-env build python-install run test test-sanitize fuzz bench peers format clean

@@ -3,6 +3,7 @@
 #include "lazytensor/autograd.h"
 #include "lazytensor/bert.h"
 #include "lazytensor/device.h"
+#include "lazytensor/distributed.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"

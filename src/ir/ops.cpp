@@ -58,6 +58,10 @@ const OpInfo kOpInfos[] = {
     {"IndexSelect", OpCategory::Opaque, 2, no_reference},
     {"IndexAdd", OpCategory::Opaque, 2, no_reference},
     {"Cat", OpCategory::Opaque, -1, no_reference},
+    {"AllReduce", OpCategory::Opaque, 1, no_reference},
+    {"AllGather", OpCategory::Opaque, 1, no_reference},
+    {"ReduceScatter", OpCategory::Opaque, 1, no_reference},
+    {"Broadcast", OpCategory::Opaque, 1, no_reference},
 };
 static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == static_cast<size_t>(OpKind::kCount),
               "every OpKind needs an OpInfo");

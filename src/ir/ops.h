@@ -36,6 +36,11 @@ enum class OpKind : uint16_t {
   IndexSelect,  // (table, ids: 1-D integer), attrs {dim}: rows of `table` along dim
   IndexAdd,     // (source, ids: 1-D integer), attrs {dim, size}: zeros with source rows added
   Cat,          // N operands, attrs {dim}
+  // Collectives across the ranks of lt::distributed (MPI), on the one operand.
+  AllReduce,      // attrs {ReduceOp}: same shape
+  AllGather,      // the ranks' operands concatenated along dim 0
+  ReduceScatter,  // attrs {ReduceOp}: the reduction's part of this rank along dim 0
+  Broadcast,      // attrs {root}: the root rank's operand
   kCount,
 };
 

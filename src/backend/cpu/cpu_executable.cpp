@@ -569,6 +569,11 @@ const char* launch_kind(const Launch& launch) {
         return "index_select";
       case ir::OpKind::IndexAdd:
         return "index_add";
+      case ir::OpKind::AllReduce:
+      case ir::OpKind::AllGather:
+      case ir::OpKind::ReduceScatter:
+      case ir::OpKind::Broadcast:
+        return "collective";
       default:
         return "opaque op";
     }

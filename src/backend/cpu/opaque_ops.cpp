@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backend/cpu/gemm.h"
+#include "distributed/process_group.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "metrics/metrics_registry.h"
@@ -358,6 +359,20 @@ void run_opaque_op(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPo
       return run_index_add(op, slots, pool);
     case ir::OpKind::Cat:
       return run_cat(op, slots);
+    case ir::OpKind::AllReduce:
+    case ir::OpKind::AllGather:
+    case ir::OpKind::ReduceScatter:
+    case ir::OpKind::Broadcast: {
+      const ContiguousOperand input(op.operands[0], slots);
+      distributed::detail::Collective collective;
+      collective.op = op.op;
+      collective.dtype = op.output_dtype;
+      collective.input_shape = op.operands[0].shape;
+      collective.attr = op.attrs[0];
+      collective.input = input.data();
+      collective.output = slots[op.output_slot];
+      return distributed::detail::run(collective);
+    }
     default:
       throw Error(std::string("cpu backend: no routine for op ") + ir::op_info(op.op).name);
   }

@@ -1,0 +1,393 @@
+#include "distributed/process_group.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ir/dtype_traits.h"
+#include "lazytensor/error.h"
+#include "lazytensor/runtime.h"
+#include "metrics/metrics_registry.h"
+
+#ifdef LT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace lt::distributed {
+
+namespace detail {
+
+const char* op_name(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::AllReduce:
+      return "all_reduce";
+    case ir::OpKind::AllGather:
+      return "all_gather";
+    case ir::OpKind::ReduceScatter:
+      return "reduce_scatter";
+    case ir::OpKind::Broadcast:
+      return "broadcast";
+    default:
+      return "collective";
+  }
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+  }
+  return "?";
+}
+
+}  // namespace detail
+
+namespace {
+
+struct World {
+  std::once_flag initialized;
+  bool using_mpi = false;
+  bool finalized = false;
+  int rank = 0;
+  int size = 1;
+  // MPI is initialized for serialized calls (MPI_THREAD_SERIALIZED): the device stream runs
+  // collectives and the main thread runs barrier(), one at a time under this lock.
+  std::mutex mu;
+  // Collectives run so far: their sequence numbers, compared across ranks.
+  int64_t sequence = 0;
+};
+
+World& world() {
+  static World* w = new World();  // never destroyed: the device stream may outlive statics
+  return *w;
+}
+
+#ifdef LT_HAVE_MPI
+
+// mpirun (Open MPI's, or a PMI launcher's) sets these for the processes it starts.
+bool started_by_mpirun() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+double timeout_seconds() {
+  const char* text = std::getenv("LT_DISTRIBUTED_TIMEOUT");
+  if (text == nullptr) return 300;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0)) {
+    throw Error(std::string("lt::distributed: LT_DISTRIBUTED_TIMEOUT must be a positive number "
+                            "of seconds, got '") +
+                text + "'");
+  }
+  return seconds;
+}
+
+std::string describe(const detail::Collective& c, int64_t sequence) {
+  std::string text = detail::op_name(c.op);
+  if (c.op == ir::OpKind::AllReduce || c.op == ir::OpKind::ReduceScatter) {
+    text += std::string("(") + detail::reduce_op_name(static_cast<ReduceOp>(c.attr)) + ")";
+  } else if (c.op == ir::OpKind::Broadcast) {
+    text += "(root " + std::to_string(c.attr) + ")";
+  }
+  return text + " #" + std::to_string(sequence) + " of " + dtype_name(c.dtype) +
+         c.input_shape.str();
+}
+
+// Waits for `request`, testing it under the lock and yielding the CPU between tests (ranks
+// may share cores: a spinning wait would starve the rank it waits for). Past the timeout the
+// job cannot go on (another rank died or stopped issuing collectives, and MPI cannot cancel a
+// collective), so it ends every rank, as PyTorch's NCCL watchdog does.
+void wait(MPI_Request& request, const std::string& what) {
+  static const double limit = timeout_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(1);
+  for (;;) {
+    int done = 0;
+    {
+      const std::lock_guard<std::mutex> lock(world().mu);
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    }
+    if (done) return;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit) {
+      std::fprintf(stderr,
+                   "lazytensor: rank %d of %d: %s did not complete within %g s (a rank died, or "
+                   "stopped issuing collectives); ending the job (LT_DISTRIBUTED_TIMEOUT)\n",
+                   world().rank, world().size, what.c_str(), limit);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+}
+
+void start(const std::function<void(MPI_Request*)>& call, const std::string& what) {
+  MPI_Request request;
+  {
+    const std::lock_guard<std::mutex> lock(world().mu);
+    call(&request);
+  }
+  wait(request, what);
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+    case DType::bf16:  // reduced in f32
+    case DType::f16:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::boolean:
+    case DType::u8:
+      return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+// A hash of what this rank is about to run: the ranks' hashes are compared with one small
+// all-reduce (max of h and of -h: they agree exactly when every rank has the same h).
+uint64_t signature(const detail::Collective& c, int64_t sequence) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(c.op));
+  mix(static_cast<uint64_t>(c.dtype));
+  mix(static_cast<uint64_t>(c.attr));
+  mix(static_cast<uint64_t>(sequence));
+  mix(static_cast<uint64_t>(c.input_shape.rank()));
+  for (int64_t d : c.input_shape) mix(static_cast<uint64_t>(d));
+  return h >> 1;  // fits an int64 and its negation
+}
+
+void check_same_collective(const detail::Collective& c, int64_t sequence) {
+  const int64_t h = static_cast<int64_t>(signature(c, sequence));
+  int64_t mine[2] = {h, -h}, most[2] = {0, 0};
+  const std::string what = describe(c, sequence);
+  start(
+      [&](MPI_Request* r) {
+        MPI_Iallreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, r);
+      },
+      "the check before " + what);
+  if (most[0] == h && -most[1] == h) return;
+  // They differ: every rank learns what each ran, and says it.
+  constexpr int kText = 160;
+  char text[kText] = {};
+  std::snprintf(text, kText, "%s", what.c_str());
+  std::vector<char> all(static_cast<size_t>(kText) * world().size);
+  start(
+      [&](MPI_Request* r) {
+        MPI_Iallgather(text, kText, MPI_CHAR, all.data(), kText, MPI_CHAR, MPI_COMM_WORLD, r);
+      },
+      "the exchange of collectives that differ");
+  std::string message =
+      "lt::distributed: the ranks' collectives differ (every rank must trace the "
+      "same collectives in the same order):";
+  for (int r = 0; r < world().size; ++r) {
+    message += " rank " + std::to_string(r) + " runs " + std::string(&all[r * kText]) + ";";
+  }
+  message.pop_back();
+  throw Error(message);
+}
+
+// The elements of a bf16 or f16 buffer as f32 (what MPI reduces), and back, rounded once.
+std::vector<float> widen(const void* data, DType dtype, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<RegisterOf<T>, float>) {
+      const T* in = static_cast<const T*>(data);
+      for (int64_t i = 0; i < count; ++i) out[i] = load_element(in[i]);
+    }
+  });
+  return out;
+}
+void narrow(const std::vector<float>& values, DType dtype, void* data) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<RegisterOf<T>, float>) {
+      T* out = static_cast<T*>(data);
+      for (size_t i = 0; i < values.size(); ++i) out[i] = store_element<T>(values[i]);
+    }
+  });
+}
+
+// A mean is the sum divided by the world's size, element by element.
+void divide(void* data, DType dtype, int64_t count, int size) {
+  if (dtype == DType::f64) {
+    double* x = static_cast<double*>(data);
+    for (int64_t i = 0; i < count; ++i) x[i] /= size;
+  } else {
+    float* x = static_cast<float*>(data);
+    for (int64_t i = 0; i < count; ++i) x[i] /= static_cast<float>(size);
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  return op == ReduceOp::max ? MPI_MAX : MPI_SUM;
+}
+
+void run_mpi(const detail::Collective& c, int64_t sequence) {
+  const std::string what = describe(c, sequence);
+  const int size = world().size;
+  const int64_t count = c.input_shape.numel();
+  const bool wide = dtype_info(c.dtype).wide_register;  // bf16, f16: reduced in f32
+  const MPI_Datatype type = mpi_type(c.dtype);
+  const int element = static_cast<int>(dtype_size(c.dtype));
+  switch (c.op) {
+    case ir::OpKind::AllReduce:
+    case ir::OpKind::ReduceScatter: {
+      const auto op = static_cast<ReduceOp>(c.attr);
+      const int64_t out_count = c.op == ir::OpKind::AllReduce ? count : count / size;
+      std::vector<float> in_wide, out_wide;
+      const void* in = c.input;
+      void* out = c.output;
+      if (wide) {
+        in_wide = widen(c.input, c.dtype, count);
+        out_wide.resize(static_cast<size_t>(out_count));
+        in = in_wide.data();
+        out = out_wide.data();
+      }
+      start(
+          [&](MPI_Request* r) {
+            if (c.op == ir::OpKind::AllReduce) {
+              MPI_Iallreduce(in, out, static_cast<int>(count), type, mpi_op(op), MPI_COMM_WORLD, r);
+            } else {
+              MPI_Ireduce_scatter_block(in, out, static_cast<int>(out_count), type, mpi_op(op),
+                                        MPI_COMM_WORLD, r);
+            }
+          },
+          what);
+      if (op == ReduceOp::mean) divide(out, wide ? DType::f32 : c.dtype, out_count, size);
+      if (wide) narrow(out_wide, c.dtype, c.output);
+      return;
+    }
+    case ir::OpKind::AllGather:
+      start(
+          [&](MPI_Request* r) {
+            MPI_Iallgather(c.input, static_cast<int>(count * element), MPI_BYTE, c.output,
+                           static_cast<int>(count * element), MPI_BYTE, MPI_COMM_WORLD, r);
+          },
+          what);
+      return;
+    case ir::OpKind::Broadcast:
+      if (world().rank == c.attr) std::memcpy(c.output, c.input, count * element);
+      start(
+          [&](MPI_Request* r) {
+            MPI_Ibcast(c.output, static_cast<int>(count * element), MPI_BYTE,
+                       static_cast<int>(c.attr), MPI_COMM_WORLD, r);
+          },
+          what);
+      return;
+    default:
+      throw Error(std::string("lt::distributed: op ") + ir::op_info(c.op).name +
+                  " is not a collective");
+  }
+}
+
+#endif  // LT_HAVE_MPI
+
+void finalize_at_exit() {
+  World& w = world();
+  if (!w.using_mpi || w.finalized) return;
+  w.finalized = true;
+#ifdef LT_HAVE_MPI
+  MPI_Finalize();
+#endif
+}
+
+}  // namespace
+
+bool available() {
+#ifdef LT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+void init() {
+  World& w = world();
+  std::call_once(w.initialized, [&] {
+#ifdef LT_HAVE_MPI
+    if (!started_by_mpirun()) return;
+    timeout_seconds();  // a bad LT_DISTRIBUTED_TIMEOUT is refused here, not mid-step
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw Error(
+          "lt::distributed::init: this MPI library cannot be called from more than one "
+          "thread (MPI_THREAD_SERIALIZED), which the device stream needs");
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+    w.using_mpi = true;
+    std::atexit(finalize_at_exit);
+#endif
+  });
+}
+
+void finalize() {
+  if (!world().using_mpi || world().finalized) return;
+  wait_device_ops();
+  finalize_at_exit();
+}
+
+int rank() {
+  return world().rank;
+}
+
+int world_size() {
+  return world().size;
+}
+
+void barrier() {
+  wait_device_ops();
+#ifdef LT_HAVE_MPI
+  if (!world().using_mpi || world().size == 1) return;
+  start([](MPI_Request* r) { MPI_Ibarrier(MPI_COMM_WORLD, r); }, "barrier");
+#endif
+}
+
+namespace detail {
+
+void run(const Collective& c) {
+  static metrics::Counter& collectives = metrics::counter("Collective");
+  static metrics::Timer& time = metrics::timer("CollectiveTime");
+  const metrics::ScopedTimer timed(time);
+  collectives.add();
+  World& w = world();
+  if (!w.using_mpi || w.size == 1) {
+    // A world of one: the traced ops return their input, so this runs only if a graph traced
+    // under mpirun is replayed alone; the result is the input itself.
+    std::memcpy(c.output, c.input, c.input_shape.numel() * dtype_size(c.dtype));
+    return;
+  }
+#ifdef LT_HAVE_MPI
+  const int64_t sequence = w.sequence++;
+  check_same_collective(c, sequence);
+  run_mpi(c, sequence);
+#endif
+}
+
+}  // namespace detail
+
+}  // namespace lt::distributed
