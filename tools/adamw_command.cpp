@@ -45,10 +45,14 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   group.options.precision = optim::parse_precision(o.precision);
   const DType model_dtype =
       group.options.precision == optim::Precision::fp32 ? DType::f32 : DType::bf16;
+  // Under mpirun each rank has gradients of its own (data parallelism), averaged every step.
+  const uint64_t rank_seed = static_cast<uint64_t>(distributed::rank()) << 32;
   for (size_t i = 0; i < specs.size(); ++i) {
     group.params.push_back(randn(specs[i].shape, 2 * i + 1).mul_(0.02).to(model_dtype));
-    group.grads.push_back(randn(specs[i].shape, 2 * i + 2).mul_(1e-3).to(model_dtype));
+    group.grads.push_back(
+        randn(specs[i].shape, (2 * i + 2) ^ rank_seed).mul_(1e-3).to(model_dtype));
   }
+  const std::vector<Tensor> local_grads = group.grads;
   mark_step();
   wait_device_ops();
   std::vector<std::vector<float>> initial_params;
@@ -75,6 +79,10 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   }
   r.bytes_per_param = step_bytes / static_cast<double>(r.params);
   auto one_step = [&](int64_t step) {
+    if (distributed::world_size() > 1) {
+      grads = local_grads;
+      distributed::all_reduce_coalesced(grads, distributed::ReduceOp::mean);
+    }
     optimizer.set_lr(schedule->lr(o.lr, step));
     if (o.clip_norm > 0) clip_grad_norm_(grads, o.clip_norm);
     optimizer.step();
@@ -198,6 +206,7 @@ json to_json(const AdamWCommandOptions& o, const RunResult& r) {
           {"scalar_policy", r.policy},
           {"precision", o.precision},
           {"bytes_per_param", r.bytes_per_param},
+          {"world_size", distributed::world_size()},
           {"schedule", o.schedule},
           {"clip_norm", o.clip_norm},
           {"kernel_compiler", kernel_compiler()},
@@ -266,7 +275,20 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int run_adamw_command(const AdamWCommandOptions& o) {
+int run_adamw_command(const AdamWCommandOptions& options) {
+  // Under mpirun every rank steps (gradients averaged first); rank 0 alone prints and writes.
+  distributed::init();
+  AdamWCommandOptions o = options;
+  if (distributed::rank() != 0) {
+    o.quiet = true;
+    o.json_path.clear();
+    o.trace_path.clear();
+    o.dump_dir.clear();
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) {
+      throw Error("adamw: rank " + std::to_string(distributed::rank()) +
+                  " cannot silence its output");
+    }
+  }
   std::vector<ScalarPolicy> policies;
   std::unique_ptr<FreshKernelCache> fresh_cache;
   if (o.compare) {
@@ -279,10 +301,14 @@ int run_adamw_command(const AdamWCommandOptions& o) {
   const auto specs = models::parameter_shapes(o.model);
   std::printf(
       "HF AdamW on %s: %zu tensors, %lld parameters, %d steps, schedule %s%s, precision %s, "
-      "kernels: %s\n",
+      "kernels: %s%s\n",
       o.model.c_str(), specs.size(), static_cast<long long>(models::parameter_count(specs)),
       o.steps, o.schedule.c_str(), o.clip_norm > 0 ? ", grad clipping" : "", o.precision.c_str(),
-      kernel_compiler().c_str());
+      kernel_compiler().c_str(),
+      distributed::world_size() > 1
+          ? (", " + std::to_string(distributed::world_size()) + " ranks (gradients averaged)")
+                .c_str()
+          : "");
   std::vector<RunResult> results;
   json runs = json::array();
   for (ScalarPolicy policy : policies) {
@@ -317,6 +343,7 @@ int run_adamw_command(const AdamWCommandOptions& o) {
     out << (o.compare ? json{{"runs", runs}} : runs[0]).dump(2);
     if (!out) throw Error("adamw --json: cannot write " + o.json_path);
   }
+  distributed::finalize();
   return 0;
 }
 

@@ -310,10 +310,28 @@ class Run {
     mlm_.special_ids = {tokenizer.pad_id(), tokenizer.cls_id(), tokenizer.sep_id()};
     eval_batches_ = std::min(o.eval_batches, heldout_windows_.size() / o.batch);
     if (!o.resume_path.empty()) resume(trainer_, o);
+    if (distributed::world_size() > 1) join_the_world();
     // Initial values, loaded weights and restored state become device data now, so that the
     // first training step traces the same graph as every later one.
     mark_step();
     wait_device_ops();
+  }
+
+  // Data parallelism (under mpirun): every rank starts from rank 0's parameters (as PyTorch DDP
+  // broadcasts them when it wraps a model), and draws its own masks and dropout: the generator
+  // continues from rank 0's state with the rank mixed into the seed (rank 0's is unchanged, so
+  // a checkpoint it saves resumes alike).
+  void join_the_world() {
+    {
+      const NoGradGuard no_grad;
+      for (Tensor& p : trainer_.model->parameters()) {
+        Tensor same = p;
+        same.copy_(distributed::broadcast(p, 0));
+      }
+    }
+    GeneratorState g = generator_state();
+    g.seed ^= static_cast<uint64_t>(distributed::rank()) * 0x9e3779b97f4a7c15ull;
+    set_generator_state(g);
   }
 
   static int64_t warmup(const TrainCommandOptions& o) {
@@ -350,10 +368,22 @@ class Run {
   Tensor trace_step(std::vector<data::MlmBatch>* exported) {
     Trainer& t = trainer_;
     t.optimizer->zero_grad();
-    const data::MlmBatch b =
-        data::mask_tokens(train_windows_.shuffled_batch(t.step, o_.batch), mlm_);
-    const Tensor loss = t.model->mlm_loss(b.input_ids, b.labels);
+    // Under mpirun the step's batch is --batch rows per rank, and rank r masks and trains on
+    // rows [r * batch, (r + 1) * batch): the ranks together see the batches one process with
+    // --batch world x batch would (not the same masks).
+    const int64_t world = distributed::world_size();
+    const int64_t first = distributed::rank() * o_.batch;
+    const data::MlmBatch b = data::mask_tokens(
+        train_windows_.shuffled_batch(t.step, o_.batch * world).slice(0, first, first + o_.batch),
+        mlm_);
+    Tensor loss = t.model->mlm_loss(b.input_ids, b.labels);
     loss.backward();
+    if (world > 1) {
+      // Gradients averaged before clipping and the optimizer (as DDP's), and the loss reported
+      // is the ranks' mean.
+      distributed::average_gradients(t.model->parameters());
+      loss = distributed::all_reduce(loss, distributed::ReduceOp::mean);
+    }
     if (o_.clip_norm > 0) {
       std::vector<Tensor> grads;
       for (const Tensor& p : t.model->parameters()) grads.push_back(p.grad());
@@ -385,7 +415,7 @@ class Run {
       profiler::set_thread_name("host (tracing)");
     }
     Progress progress(o_.steps, o_.quiet);
-    const double tokens = static_cast<double>(o_.batch * o_.seq);
+    const double tokens = static_cast<double>(o_.batch * o_.seq * distributed::world_size());
     Tensor pending_loss;
     auto read_loss = [&] {
       if (pending_loss.defined()) t.losses.push_back(pending_loss.item());
@@ -478,6 +508,7 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"params", params},
             {"steps", o.steps},
             {"batch", o.batch},
+            {"world_size", distributed::world_size()},
             {"seq", o.seq},
             {"lr", o.lr},
             {"warmup", Run::warmup(o)},
@@ -533,7 +564,27 @@ void check_options(const TrainCommandOptions& o) {
 
 }  // namespace
 
-int run_train_command(const TrainCommandOptions& o) {
+int run_train_command(const TrainCommandOptions& options) {
+  // Under mpirun, data parallelism: every rank trains; rank 0 alone prints, writes the JSON and
+  // plot, and saves checkpoints.
+  distributed::init();
+  TrainCommandOptions o = options;
+  const bool lead = distributed::rank() == 0;
+  if (distributed::world_size() > 1) {
+    if (o.compare) throw Error("train: --compare runs alone, not under mpirun");
+    if (!lead) {
+      o.quiet = true;
+      o.json_path.clear();
+      o.plot_path.clear();
+      o.save_path.clear();
+      o.trace_path.clear();
+      o.export_batches_path.clear();
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) {
+        throw Error("train: rank " + std::to_string(distributed::rank()) +
+                    " cannot silence its output");
+      }
+    }
+  }
   check_options(o);
   const text::WordPieceTokenizer tokenizer((minilm_dir() / "vocab.txt").string());
   const TokenData data = tokenize_corpus(o.data, tokenizer);
@@ -584,11 +635,14 @@ int run_train_command(const TrainCommandOptions& o) {
   const int64_t params = count_params(*t.model);
   std::printf(
       "model: BERT %s (%lld parameters), %lld steps of %lld x %lld tokens from step %lld, "
-      "%lld training windows, held-out loss over %lld batches, scalars %s, kernels %s\n",
+      "%lld training windows, held-out loss over %lld batches, scalars %s, kernels %s%s\n",
       o.model.c_str(), static_cast<long long>(params), static_cast<long long>(o.steps),
       static_cast<long long>(o.batch), static_cast<long long>(o.seq),
       static_cast<long long>(t.step + 1), static_cast<long long>(run.train_windows()),
-      static_cast<long long>(run.eval_batches()), o.scalars.c_str(), kernel_compiler().c_str());
+      static_cast<long long>(run.eval_batches()), o.scalars.c_str(), kernel_compiler().c_str(),
+      distributed::world_size() > 1
+          ? (", " + std::to_string(distributed::world_size()) + " ranks (data parallel)").c_str()
+          : "");
   const TrainResult r = run.train(parse_scalar_policy(o.scalars), /*evaluate_and_save=*/true);
   if (!o.save_path.empty()) save_checkpoint(o.save_path, t, o);
 
@@ -629,6 +683,7 @@ int run_train_command(const TrainCommandOptions& o) {
                     {train, heldout});
     std::printf("plot: %s\n", plot.c_str());
   }
+  distributed::finalize();
   return 0;
 }
 

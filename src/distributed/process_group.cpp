@@ -1,6 +1,7 @@
 #include "distributed/process_group.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,9 +61,10 @@ struct World {
   bool finalized = false;
   int rank = 0;
   int size = 1;
-  // MPI is initialized for serialized calls (MPI_THREAD_SERIALIZED): the device stream runs
-  // collectives and the main thread runs barrier(), one at a time under this lock.
+  // The device stream runs collectives and the main thread barrier(): one at a time under this
+  // lock unless MPI takes calls from several threads at once (MPI_THREAD_MULTIPLE).
   std::mutex mu;
+  bool thread_multiple = false;
   // Collectives run so far: their sequence numbers, compared across ranks.
   int64_t sequence = 0;
 };
@@ -106,43 +108,70 @@ std::string describe(const detail::Collective& c, int64_t sequence) {
          c.input_shape.str();
 }
 
-// Waits for `request`, testing it under the lock and yielding the CPU between tests (ranks
-// may share cores: a spinning wait would starve the rank it waits for). Past the timeout the
-// job cannot go on (another rank died or stopped issuing collectives, and MPI cannot cancel a
-// collective), so it ends every rank, as PyTorch's NCCL watchdog does.
-void wait(MPI_Request& request, const std::string& what) {
-  static const double limit = timeout_seconds();
-  const auto start = std::chrono::steady_clock::now();
-  auto pause = std::chrono::microseconds(1);
-  for (;;) {
-    int done = 0;
+// The watchdog: a collective is a blocking MPI call on the device stream (MPI's own algorithms
+// at full speed; its non-blocking calls progress only while polled), and a thread of its own
+// ends the job when one has run past the timeout (another rank died, or stopped issuing
+// collectives, and MPI cannot cancel a collective), as PyTorch's NCCL watchdog does.
+class Watchdog {
+ public:
+  Watchdog() : limit_(timeout_seconds()), thread_([this] { watch(); }) {}
+  ~Watchdog() {
     {
-      const std::lock_guard<std::mutex> lock(world().mu);
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      const std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
     }
-    if (done) return;
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > limit) {
+    wake_.notify_one();
+    thread_.join();
+  }
+  void begin(const std::string& what) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    what_ = what;
+    since_ = std::chrono::steady_clock::now();
+    busy_ = true;
+  }
+  void end() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(200));
+      if (!busy_) continue;
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+      if (waited <= limit_) continue;
       std::fprintf(stderr,
                    "lazytensor: rank %d of %d: %s did not complete within %g s (a rank died, or "
                    "stopped issuing collectives); ending the job (LT_DISTRIBUTED_TIMEOUT)\n",
-                   world().rank, world().size, what.c_str(), limit);
+                   world().rank, world().size, what_.c_str(), limit_);
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
-}
 
-void start(const std::function<void(MPI_Request*)>& call, const std::string& what) {
-  MPI_Request request;
+  const double limit_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false, busy_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point since_;
+  std::thread thread_;
+};
+
+Watchdog* g_watchdog = nullptr;
+
+// Runs one blocking MPI call under the watchdog (and under the lock when MPI serializes calls).
+void call(const std::function<void()>& mpi_call, const std::string& what) {
+  g_watchdog->begin(what);
   {
-    const std::lock_guard<std::mutex> lock(world().mu);
-    call(&request);
+    std::unique_lock<std::mutex> lock(world().mu, std::defer_lock);
+    if (!world().thread_multiple) lock.lock();
+    mpi_call();
   }
-  wait(request, what);
+  g_watchdog->end();
 }
 
 MPI_Datatype mpi_type(DType dtype) {
@@ -182,22 +211,16 @@ void check_same_collective(const detail::Collective& c, int64_t sequence) {
   const int64_t h = static_cast<int64_t>(signature(c, sequence));
   int64_t mine[2] = {h, -h}, most[2] = {0, 0};
   const std::string what = describe(c, sequence);
-  start(
-      [&](MPI_Request* r) {
-        MPI_Iallreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, r);
-      },
-      "the check before " + what);
+  call([&] { MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD); },
+       "the check before " + what);
   if (most[0] == h && -most[1] == h) return;
   // They differ: every rank learns what each ran, and says it.
   constexpr int kText = 160;
   char text[kText] = {};
   std::snprintf(text, kText, "%s", what.c_str());
   std::vector<char> all(static_cast<size_t>(kText) * world().size);
-  start(
-      [&](MPI_Request* r) {
-        MPI_Iallgather(text, kText, MPI_CHAR, all.data(), kText, MPI_CHAR, MPI_COMM_WORLD, r);
-      },
-      "the exchange of collectives that differ");
+  call([&] { MPI_Allgather(text, kText, MPI_CHAR, all.data(), kText, MPI_CHAR, MPI_COMM_WORLD); },
+       "the exchange of collectives that differ");
   std::string message =
       "lt::distributed: the ranks' collectives differ (every rank must trace the "
       "same collectives in the same order):";
@@ -266,13 +289,13 @@ void run_mpi(const detail::Collective& c, int64_t sequence) {
         in = in_wide.data();
         out = out_wide.data();
       }
-      start(
-          [&](MPI_Request* r) {
+      call(
+          [&] {
             if (c.op == ir::OpKind::AllReduce) {
-              MPI_Iallreduce(in, out, static_cast<int>(count), type, mpi_op(op), MPI_COMM_WORLD, r);
+              MPI_Allreduce(in, out, static_cast<int>(count), type, mpi_op(op), MPI_COMM_WORLD);
             } else {
-              MPI_Ireduce_scatter_block(in, out, static_cast<int>(out_count), type, mpi_op(op),
-                                        MPI_COMM_WORLD, r);
+              MPI_Reduce_scatter_block(in, out, static_cast<int>(out_count), type, mpi_op(op),
+                                       MPI_COMM_WORLD);
             }
           },
           what);
@@ -281,19 +304,19 @@ void run_mpi(const detail::Collective& c, int64_t sequence) {
       return;
     }
     case ir::OpKind::AllGather:
-      start(
-          [&](MPI_Request* r) {
-            MPI_Iallgather(c.input, static_cast<int>(count * element), MPI_BYTE, c.output,
-                           static_cast<int>(count * element), MPI_BYTE, MPI_COMM_WORLD, r);
+      call(
+          [&] {
+            MPI_Allgather(c.input, static_cast<int>(count * element), MPI_BYTE, c.output,
+                          static_cast<int>(count * element), MPI_BYTE, MPI_COMM_WORLD);
           },
           what);
       return;
     case ir::OpKind::Broadcast:
       if (world().rank == c.attr) std::memcpy(c.output, c.input, count * element);
-      start(
-          [&](MPI_Request* r) {
-            MPI_Ibcast(c.output, static_cast<int>(count * element), MPI_BYTE,
-                       static_cast<int>(c.attr), MPI_COMM_WORLD, r);
+      call(
+          [&] {
+            MPI_Bcast(c.output, static_cast<int>(count * element), MPI_BYTE,
+                      static_cast<int>(c.attr), MPI_COMM_WORLD);
           },
           what);
       return;
@@ -310,6 +333,8 @@ void finalize_at_exit() {
   if (!w.using_mpi || w.finalized) return;
   w.finalized = true;
 #ifdef LT_HAVE_MPI
+  delete g_watchdog;
+  g_watchdog = nullptr;
   MPI_Finalize();
 #endif
 }
@@ -330,16 +355,19 @@ void init() {
 #ifdef LT_HAVE_MPI
     if (!started_by_mpirun()) return;
     timeout_seconds();  // a bad LT_DISTRIBUTED_TIMEOUT is refused here, not mid-step
+    // The device stream makes the calls, and the watchdog may abort while one blocks.
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_SERIALIZED) {
       throw Error(
           "lt::distributed::init: this MPI library cannot be called from more than one "
           "thread (MPI_THREAD_SERIALIZED), which the device stream needs");
     }
+    w.thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &w.size);
     w.using_mpi = true;
+    g_watchdog = new Watchdog();
     std::atexit(finalize_at_exit);
 #endif
   });
@@ -363,7 +391,7 @@ void barrier() {
   wait_device_ops();
 #ifdef LT_HAVE_MPI
   if (!world().using_mpi || world().size == 1) return;
-  start([](MPI_Request* r) { MPI_Ibarrier(MPI_COMM_WORLD, r); }, "barrier");
+  call([] { MPI_Barrier(MPI_COMM_WORLD); }, "barrier");
 #endif
 }
 

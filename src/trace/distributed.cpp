@@ -2,6 +2,8 @@
 // backend through distributed/process_group), checked here before anything is created.
 #include "lazytensor/distributed.h"
 
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -50,7 +52,20 @@ void check_splits(const char* op, const Shape& shape) {
   }
 }
 
+// MPI counts are ints: elements for the reductions, bytes for what is only moved.
+void check_count(const char* op, const ir::NodePtr& value, bool bytes) {
+  const int64_t count =
+      value->shape.numel() * (bytes ? static_cast<int64_t>(dtype_size(value->dtype)) : 1);
+  if (count > INT32_MAX) {
+    throw Error(std::string(op) + ": " + std::to_string(count) + (bytes ? " bytes" : " elements") +
+                " in one message (shape " + value->shape.str() + ", " + dtype_name(value->dtype) +
+                "); MPI takes at most 2^31 - 1: split the tensor");
+  }
+}
+
 Tensor collective(ir::OpKind kind, const ir::NodePtr& value, const Shape& shape, int64_t attr) {
+  check_count(ir::op_info(kind).name, value,
+              kind == ir::OpKind::AllGather || kind == ir::OpKind::Broadcast);
   return trace::make_tensor(ir::make_node(kind, value->dtype, shape, {value}, {attr}));
 }
 
@@ -129,7 +144,8 @@ void all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op, size_t buck
     int64_t at = 0;
     for (size_t i : bucket) {
       const int64_t n = tensors[i].numel();
-      results[i] = reduced.slice(0, at, at + n).reshape(tensors[i].shape().to_vector());
+      // A value of its own, not a view of the bucket: gradients get updated in place (clipping).
+      results[i] = reduced.slice(0, at, at + n).reshape(tensors[i].shape().to_vector()).clone();
       at += n;
     }
   }
