@@ -245,6 +245,47 @@ TEST_F(Distributed, DataParallelTrainingMatchesOneProcessOnTheCombinedBatch) {
   }
 }
 
+// ZeRO stage 1 updates what plain data parallelism does (AdamW is elementwise), holding a
+// world_size()-th of the state; in a world of one it is AdamW over the flat parameters.
+TEST_F(Distributed, ShardedAdamWMatchesDataParallelAdamW) {
+  const int n = dist::world_size();
+  const int64_t per_rank = 3;
+  const uint64_t base = seed(30);
+  Mlp plain(base), sharded(base);
+  lt::optim::AdamWOptions options;
+  options.lr = 1e-2;
+  options.weight_decay = 0.01;
+  lt::optim::AdamW plain_opt({{plain.params, {}, options}}, lt::optim::AdamW::Flavor::huggingface);
+  dist::ShardedAdamW sharded_opt({{sharded.params, {}, options}},
+                                 lt::optim::AdamW::Flavor::huggingface);
+  for (int step = 0; step < 4; ++step) {
+    const int64_t first = dist::rank() * per_rank;
+    const Tensor x =
+        lt::randn({per_rank * n, 8}, base + 100 + step).slice(0, first, first + per_rank);
+    const Tensor y =
+        lt::randn({per_rank * n, 1}, base + 200 + step).slice(0, first, first + per_rank);
+    // A schedule's learning rate reaches the shards.
+    plain_opt.set_lr(options.lr * (1 + step));
+    sharded_opt.set_lr(options.lr * (1 + step));
+    plain.loss(x, y).backward();
+    dist::average_gradients(plain.params);
+    plain_opt.step();
+    plain_opt.zero_grad();
+    sharded.loss(x, y).backward();
+    sharded_opt.step();
+    sharded_opt.zero_grad();
+    lt::mark_step();
+  }
+  for (size_t i = 0; i < plain.params.size(); ++i) {
+    lt_test::expect_close(values(sharded.params[i]), values(plain.params[i]), {1e-6, 1e-7});
+  }
+  // This rank's state: its shard's f32 copy and two moments.
+  int64_t total = 0;
+  for (const Tensor& p : plain.params) total += p.numel();
+  const int64_t shard = (total + n - 1) / n;
+  EXPECT_EQ(sharded_opt.state_bytes(), 3 * shard * 4);
+}
+
 // Run by tests/distributed/check_failed_rank.cmake only: the last rank dies (SIGKILL), or
 // stops issuing collectives (sleeps), while the others wait in an all-reduce; the job must end
 // with an error, not hang.

@@ -59,33 +59,48 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   if (!o.dump_dir.empty()) {
     for (const Tensor& p : group.params) initial_params.push_back(p.to_vector());
   }
-  optim::AdamW optimizer({group});
+  // --zero: ZeRO stage 1 (each rank keeps the state of its shard; the sharded step
+  // reduce-scatters the gradients itself). Otherwise AdamW over every parameter.
+  std::unique_ptr<optim::AdamW> plain;
+  std::unique_ptr<distributed::ShardedAdamW> sharded;
+  if (o.zero) {
+    sharded = std::make_unique<distributed::ShardedAdamW>(
+        std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
+  } else {
+    plain =
+        std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
+  }
   auto schedule = optim::make_schedule(o.schedule, o.warmup < 0 ? o.steps / 10 : o.warmup, o.steps);
-  std::vector<Tensor>& params = optimizer.groups()[0].params;
-  std::vector<Tensor>& grads = optimizer.groups()[0].grads;
+  std::vector<Tensor>& params = o.zero ? sharded->groups()[0].params : plain->groups()[0].params;
+  std::vector<Tensor>& grads = o.zero ? sharded->groups()[0].grads : plain->groups()[0].grads;
   double step_bytes = 0;
   auto bytes = [](const Tensor& t) {
     return t.defined() ? static_cast<double>(t.numel() * dtype_size(t.dtype())) : 0.0;
   };
-  for (size_t i = 0; i < params.size(); ++i) {
-    const optim::AdamW::State& s = optimizer.state(0, i);
+  for (size_t i = 0; i < params.size() && plain; ++i) {
+    const optim::AdamW::State& s = plain->state(0, i);
     // Mixed precision writes the parameters without reading them (the masters are read).
     const double param_passes = group.options.precision == optim::Precision::mixed ? 1 : 2;
     step_bytes += param_passes * bytes(params[i]) + bytes(grads[i]);
     for (const Tensor* t : {&s.exp_avg, &s.exp_avg_sq, &s.max_exp_avg_sq, &s.master,
                             &s.exp_avg_absmax, &s.exp_avg_sq_absmax}) {
       step_bytes += 2 * bytes(*t);
+      r.optimizer_state_bytes += static_cast<int64_t>(bytes(*t));
     }
   }
   r.bytes_per_param = step_bytes / static_cast<double>(r.params);
+  if (sharded) r.optimizer_state_bytes = sharded->state_bytes();
   auto one_step = [&](int64_t step) {
-    if (distributed::world_size() > 1) {
+    if (distributed::world_size() > 1 && plain) {
       grads = local_grads;
       distributed::all_reduce_coalesced(grads, distributed::ReduceOp::mean);
     }
-    optimizer.set_lr(schedule->lr(o.lr, step));
+    const double lr = schedule->lr(o.lr, step);
+    if (plain) plain->set_lr(lr);
+    if (sharded) sharded->set_lr(lr);
     if (o.clip_norm > 0) clip_grad_norm_(grads, o.clip_norm);
-    optimizer.step();
+    if (plain) plain->step();
+    if (sharded) sharded->step();
     mark_step();
   };
 
@@ -205,7 +220,9 @@ json to_json(const AdamWCommandOptions& o, const RunResult& r) {
           {"steps", o.steps},
           {"scalar_policy", r.policy},
           {"precision", o.precision},
-          {"bytes_per_param", r.bytes_per_param},
+          {"bytes_per_param", o.zero ? json(nullptr) : json(r.bytes_per_param)},
+          {"zero", o.zero},
+          {"optimizer_state_bytes", r.optimizer_state_bytes},
           {"world_size", distributed::world_size()},
           {"schedule", o.schedule},
           {"clip_norm", o.clip_norm},
@@ -336,8 +353,16 @@ int run_adamw_command(const AdamWCommandOptions& options) {
                 static_cast<long long>(later_compiles), results[i].host_wait_per_step * 1e3,
                 results[i].effective_gbs, results[i].roofline_fraction);
   }
-  std::printf("(precision %s: %.2f bytes read and written per parameter a step)\n",
-              o.precision.c_str(), results.front().bytes_per_param);
+  if (o.zero) {
+    std::printf("(ZeRO stage 1 over %d ranks: %.1f MiB of optimizer state on this rank)\n",
+                distributed::world_size(), results.front().optimizer_state_bytes / 1048576.0);
+  } else {
+    std::printf(
+        "(precision %s: %.2f bytes read and written per parameter a step; %.1f MiB of optimizer "
+        "state)\n",
+        o.precision.c_str(), results.front().bytes_per_param,
+        results.front().optimizer_state_bytes / 1048576.0);
+  }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << (o.compare ? json{{"runs", runs}} : runs[0]).dump(2);

@@ -23,6 +23,7 @@ struct AdamWCommandOptions {
   int roofline_steps = 5;
   bool compare = false;
   bool quiet = false;
+  bool zero = false;  // ZeRO stage 1: the state sharded across the ranks
   std::string json_path, trace_path, dump_dir;
 };
 
@@ -34,6 +35,7 @@ struct RunResult {
   // gradients (read) and every state tensor the optimizer keeps (read and written), counted
   // from the tensors' dtypes.
   double bytes_per_param = 0;
+  int64_t optimizer_state_bytes = 0;  // on this rank
   std::vector<double> step_seconds, trace_seconds;
   std::vector<int64_t> sync_transfers, compiles, ops;
   std::map<std::string, int64_t> counters_total, counters_after_first;

@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   adamw->add_flag("--compare", adamw_options.compare,
                   "run the four scalar policies one after another, side by side");
   adamw->add_flag("--quiet", adamw_options.quiet, "no progress line");
+  adamw->add_flag("--zero", adamw_options.zero,
+                  "ZeRO stage 1: each rank keeps the optimizer state of 1/N of the parameters "
+                  "(under mpirun -np N)");
   adamw->add_option("--json", adamw_options.json_path, "write the results as JSON");
   adamw->add_option("--trace", adamw_options.trace_path, "write a Chrome trace-event timeline");
   adamw->add_option("--dump", adamw_options.dump_dir,
