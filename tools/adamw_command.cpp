@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "lazytensor/lazytensor.h"
+#include "ranks.h"
 #include "roofline.h"
 
 namespace lt::tools {
@@ -294,17 +295,12 @@ double median(std::vector<double> v) {
 
 int run_adamw_command(const AdamWCommandOptions& options) {
   // Under mpirun every rank steps (gradients averaged first); rank 0 alone prints and writes.
-  distributed::init();
   AdamWCommandOptions o = options;
-  if (distributed::rank() != 0) {
+  if (!join_world_as_writer("adamw")) {
     o.quiet = true;
     o.json_path.clear();
     o.trace_path.clear();
     o.dump_dir.clear();
-    if (std::freopen("/dev/null", "w", stdout) == nullptr) {
-      throw Error("adamw: rank " + std::to_string(distributed::rank()) +
-                  " cannot silence its output");
-    }
   }
   std::vector<ScalarPolicy> policies;
   std::unique_ptr<FreshKernelCache> fresh_cache;

@@ -21,6 +21,7 @@
 #include "lazytensor/safetensors.h"
 #include "lazytensor/text.h"
 #include "loss_plot.h"
+#include "ranks.h"
 
 namespace lt::tools {
 
@@ -567,23 +568,17 @@ void check_options(const TrainCommandOptions& o) {
 int run_train_command(const TrainCommandOptions& options) {
   // Under mpirun, data parallelism: every rank trains; rank 0 alone prints, writes the JSON and
   // plot, and saves checkpoints.
-  distributed::init();
   TrainCommandOptions o = options;
-  const bool lead = distributed::rank() == 0;
-  if (distributed::world_size() > 1) {
-    if (o.compare) throw Error("train: --compare runs alone, not under mpirun");
-    if (!lead) {
-      o.quiet = true;
-      o.json_path.clear();
-      o.plot_path.clear();
-      o.save_path.clear();
-      o.trace_path.clear();
-      o.export_batches_path.clear();
-      if (std::freopen("/dev/null", "w", stdout) == nullptr) {
-        throw Error("train: rank " + std::to_string(distributed::rank()) +
-                    " cannot silence its output");
-      }
-    }
+  if (!join_world_as_writer("train")) {
+    o.quiet = true;
+    o.json_path.clear();
+    o.plot_path.clear();
+    o.save_path.clear();
+    o.trace_path.clear();
+    o.export_batches_path.clear();
+  }
+  if (distributed::world_size() > 1 && o.compare) {
+    throw Error("train: --compare runs alone, not under mpirun");
   }
   check_options(o);
   const text::WordPieceTokenizer tokenizer((minilm_dir() / "vocab.txt").string());
