@@ -24,6 +24,7 @@ from ._C import (  # noqa: F401 (re-exported)
     data_cache_size,
     debug,
     device_memory_stats,
+    distributed,
     dtype,
     embedding,
     erf,

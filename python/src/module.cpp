@@ -11,4 +11,5 @@ NB_MODULE(_C, m) {
   lt_python::bind_runtime(m);
   lt_python::bind_nn(m);
   lt_python::bind_data(m);
+  lt_python::bind_distributed(m);
 }
