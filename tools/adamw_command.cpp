@@ -65,6 +65,10 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
   std::unique_ptr<optim::AdamW> plain;
   std::unique_ptr<distributed::ShardedAdamW> sharded;
   if (o.zero) {
+    // Clipping needs the averaged gradients' norm, which the sharded step never holds whole.
+    if (o.clip_norm > 0 && distributed::world_size() > 1) {
+      throw Error("adamw: --zero does not clip gradients (--clip-norm) across ranks");
+    }
     sharded = std::make_unique<distributed::ShardedAdamW>(
         std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
   } else {

@@ -188,6 +188,12 @@ int main(int argc, char** argv) {
     if (*plot) return lt::tools::run_plot_command(plot_options);
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytensor: %s\n", e.what());
+    // Under mpirun the other ranks would wait in their next collective until the timeout:
+    // the job ends now.
+    if (lt::distributed::world_size() > 1) {
+      std::fflush(stderr);
+      lt::distributed::abort(1);
+    }
     return 1;
   }
   return 0;

@@ -135,6 +135,15 @@ Trainer make_trainer(const TrainCommandOptions& o, bool announce) {
       std::printf("\n");
     }
   }
+  if (distributed::world_size() > 1) {
+    // Data parallelism: every rank starts from rank 0's parameters (as PyTorch DDP broadcasts
+    // them when it wraps a model), before the optimizer takes any copy of them.
+    const NoGradGuard no_grad;
+    for (Tensor& p : t.model->parameters()) {
+      Tensor same = p;
+      same.copy_(distributed::broadcast(p, 0));
+    }
+  }
   optim::ParamGroup<optim::AdamWOptions> decay, no_decay;
   decay.options.lr = no_decay.options.lr = o.lr;
   decay.options.eps = no_decay.options.eps = 1e-8;
@@ -311,25 +320,17 @@ class Run {
     mlm_.special_ids = {tokenizer.pad_id(), tokenizer.cls_id(), tokenizer.sep_id()};
     eval_batches_ = std::min(o.eval_batches, heldout_windows_.size() / o.batch);
     if (!o.resume_path.empty()) resume(trainer_, o);
-    if (distributed::world_size() > 1) join_the_world();
+    if (distributed::world_size() > 1) draw_per_rank();
     // Initial values, loaded weights and restored state become device data now, so that the
     // first training step traces the same graph as every later one.
     mark_step();
     wait_device_ops();
   }
 
-  // Data parallelism (under mpirun): every rank starts from rank 0's parameters (as PyTorch DDP
-  // broadcasts them when it wraps a model), and draws its own masks and dropout: the generator
+  // Data parallelism (under mpirun): each rank draws its own masks and dropout: the generator
   // continues from rank 0's state with the rank mixed into the seed (rank 0's is unchanged, so
   // a checkpoint it saves resumes alike).
-  void join_the_world() {
-    {
-      const NoGradGuard no_grad;
-      for (Tensor& p : trainer_.model->parameters()) {
-        Tensor same = p;
-        same.copy_(distributed::broadcast(p, 0));
-      }
-    }
+  void draw_per_rank() {
     GeneratorState g = generator_state();
     g.seed ^= static_cast<uint64_t>(distributed::rank()) * 0x9e3779b97f4a7c15ull;
     set_generator_state(g);

@@ -23,11 +23,16 @@ namespace lt::distributed {
 
 enum class ReduceOp { sum, mean, max };
 
-// Joins the world mpirun started (MPI_Init_thread), once; later calls do nothing. Without
-// mpirun's environment, or in a build without MPI, the world is this process alone.
+// Joins the world mpirun started (MPI_Init_thread, MPI_THREAD_MULTIPLE), once; later calls do
+// nothing. Without mpirun's environment, or in a build without MPI, the world is this process
+// alone. After finalize() collectives throw lt::Error.
 void init();
 // Waits for the device's queued work, then leaves MPI (MPI_Finalize). Also run at exit.
 void finalize();
+// Ends every rank of the job at once (MPI_Abort) with `exit_code`; alone, this process. For a
+// rank that cannot go on: the others would otherwise wait in their next collective until the
+// timeout.
+[[noreturn]] void abort(int exit_code);
 // Whether this build has MPI (the library was built with Open MPI found).
 bool available();
 int rank();        // 0 before init() and in a world of one
@@ -62,7 +67,10 @@ void average_gradients(const std::vector<Tensor>& params, size_t bucket_bytes = 
 // gradients (each rank gets the ranks' mean over its shard), updates the shard with AdamW, and
 // all-gathers the shards into every parameter. The updates are those of plain data parallelism
 // (AdamW is elementwise); the optimizer's memory per rank falls by the world's size. In a
-// world of one it is AdamW over the flat vector. The parameters of a group share one dtype.
+// world of one it is AdamW over the flat vector. The parameters of a group share one dtype;
+// precision 8bit is refused (its blocks are a parameter's rows). The shards are taken from the
+// parameters when it is constructed and every step writes them back: load a checkpoint (or
+// broadcast rank 0's parameters) before constructing it.
 class ShardedAdamW {
  public:
   ShardedAdamW(std::vector<optim::ParamGroup<optim::AdamWOptions>> groups,

@@ -1,5 +1,6 @@
 #include "distributed/process_group.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -58,13 +59,10 @@ namespace {
 struct World {
   std::once_flag initialized;
   bool using_mpi = false;
-  bool finalized = false;
+  // Set once MPI_Finalize ran (or is running): collectives are refused from then on.
+  std::atomic<bool> finalized{false};
   int rank = 0;
   int size = 1;
-  // The device stream runs collectives and the main thread barrier(): one at a time under this
-  // lock unless MPI takes calls from several threads at once (MPI_THREAD_MULTIPLE).
-  std::mutex mu;
-  bool thread_multiple = false;
   // Collectives run so far: their sequence numbers, compared across ranks.
   int64_t sequence = 0;
 };
@@ -163,34 +161,27 @@ class Watchdog {
 
 Watchdog* g_watchdog = nullptr;
 
-// Runs one blocking MPI call under the watchdog (and under the lock when MPI serializes calls).
+// Runs one blocking MPI call under the watchdog. MPI takes calls from several threads at once
+// (MPI_THREAD_MULTIPLE): the device stream's collectives, the main thread's barrier(), and the
+// watchdog's MPI_Abort while a call blocks.
 void call(const std::function<void()>& mpi_call, const std::string& what) {
   g_watchdog->begin(what);
-  {
-    std::unique_lock<std::mutex> lock(world().mu, std::defer_lock);
-    if (!world().thread_multiple) lock.lock();
-    mpi_call();
-  }
+  mpi_call();
   g_watchdog->end();
 }
 
+// The types reductions take (the trace refuses the others; gathers move bytes).
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-    case DType::bf16:  // reduced in f32
-    case DType::f16:
-      return MPI_FLOAT;
     case DType::f64:
       return MPI_DOUBLE;
     case DType::i32:
       return MPI_INT32_T;
     case DType::i64:
       return MPI_INT64_T;
-    case DType::boolean:
-    case DType::u8:
-      return MPI_UINT8_T;
+    default:  // f32, and bf16 and f16 reduced in f32
+      return MPI_FLOAT;
   }
-  return MPI_BYTE;
 }
 
 // A hash of what this rank is about to run: the ranks' hashes are compared with one small
@@ -330,9 +321,15 @@ void run_mpi(const detail::Collective& c, int64_t sequence) {
 
 void finalize_at_exit() {
   World& w = world();
-  if (!w.using_mpi || w.finalized) return;
-  w.finalized = true;
+  if (!w.using_mpi || w.finalized.exchange(true)) return;
 #ifdef LT_HAVE_MPI
+  // The device stream may still be running a queued collective (a script that ends without
+  // finalize()): it finishes before the watchdog and MPI go. A failed step was reported or is
+  // lost with the process either way.
+  try {
+    wait_device_ops();
+  } catch (const Error&) {
+  }
   delete g_watchdog;
   g_watchdog = nullptr;
   MPI_Finalize();
@@ -358,12 +355,12 @@ void init() {
     // The device stream makes the calls, and the watchdog may abort while one blocks.
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    if (provided < MPI_THREAD_SERIALIZED) {
+    if (provided < MPI_THREAD_MULTIPLE) {
+      MPI_Finalize();
       throw Error(
-          "lt::distributed::init: this MPI library cannot be called from more than one "
-          "thread (MPI_THREAD_SERIALIZED), which the device stream needs");
+          "lt::distributed::init: this MPI library cannot be called from several threads at "
+          "once (MPI_THREAD_MULTIPLE), which the device stream and the watchdog need");
     }
-    w.thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &w.size);
     w.using_mpi = true;
@@ -379,6 +376,23 @@ void finalize() {
   finalize_at_exit();
 }
 
+void abort(int exit_code) {
+#ifdef LT_HAVE_MPI
+  if (world().using_mpi && !world().finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+#endif
+  std::_Exit(exit_code);
+}
+
+namespace {
+
+void check_not_finalized(const char* what) {
+  if (world().finalized) {
+    throw Error(std::string("lt::distributed: ") + what + " after finalize()");
+  }
+}
+
+}  // namespace
+
 int rank() {
   return world().rank;
 }
@@ -388,6 +402,7 @@ int world_size() {
 }
 
 void barrier() {
+  check_not_finalized("barrier()");
   wait_device_ops();
 #ifdef LT_HAVE_MPI
   if (!world().using_mpi || world().size == 1) return;
@@ -402,6 +417,7 @@ void run(const Collective& c) {
   static metrics::Timer& time = metrics::timer("CollectiveTime");
   const metrics::ScopedTimer timed(time);
   collectives.add();
+  check_not_finalized(detail::op_name(c.op));
   World& w = world();
   if (!w.using_mpi || w.size == 1) {
     // A world of one: the traced ops return their input, so this runs only if a graph traced

@@ -50,6 +50,12 @@ ShardedAdamW::ShardedAdamW(std::vector<optim::ParamGroup<optim::AdamWOptions>> g
                   std::to_string(group.params.size()) + " parameters but " +
                   std::to_string(group.grads.size()) + " gradients");
     }
+    if (group.options.precision == optim::Precision::q8) {
+      throw Error(
+          "ShardedAdamW: precision 8bit quantizes blocks of a parameter's rows; a flat "
+          "shard has none (group " +
+          std::to_string(g) + ": use fp32, mixed or bf16)");
+    }
     const DType dtype = group.params[0].dtype();
     Shards::Group layout;
     for (size_t i = 0; i < group.params.size(); ++i) {
@@ -85,6 +91,8 @@ void ShardedAdamW::step() {
   const NoGradGuard no_grad;
   const int64_t world = world_size();
   auto& inner = shards_->inner->groups();
+  // Every group's gradients first: a missing one throws before any collective is traced.
+  std::vector<std::vector<Tensor>> all_grads;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
     std::vector<Tensor> grads = group.grads;
@@ -100,6 +108,11 @@ void ShardedAdamW::step() {
         grads.push_back(grad);
       }
     }
+    all_grads.push_back(std::move(grads));
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
+    const std::vector<Tensor>& grads = all_grads[g];
     const Shards::Group& layout = shards_->layout[g];
     const DType dtype = group.params[0].dtype();
     inner[g].options.lr = group.options.lr;

@@ -38,7 +38,7 @@ enum class OpKind : uint16_t {
   Cat,          // N operands, attrs {dim}
   // Collectives across the ranks of lt::distributed (MPI), on the one operand.
   AllReduce,      // attrs {ReduceOp}: same shape
-  AllGather,      // the ranks' operands concatenated along dim 0
+  AllGather,      // attrs {0}: the ranks' operands concatenated along dim 0
   ReduceScatter,  // attrs {ReduceOp}: the reduction's part of this rank along dim 0
   Broadcast,      // attrs {root}: the root rank's operand
   kCount,

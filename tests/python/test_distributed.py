@@ -1,6 +1,6 @@
-"""lt.distributed from Python in a world of one (the multi-rank behaviour is tested in C++ under
-mpirun): the collectives return their input, averaging keeps the gradients, bad arguments raise
-lt.Error naming the op."""
+"""lt.distributed from Python: in a world of one the collectives return their input, averaging
+keeps the gradients and bad arguments raise lt.Error naming the op; two ranks under mpirun
+reduce, gather and average (the collectives' numerics in depth are tested in C++)."""
 import numpy as np
 import pytest
 
