@@ -104,8 +104,8 @@ void convert(const void* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = ElementTraits<To>::cast(in[i]);
 }
 
-// A number given to an op, in the op's registers: a dtype computed in wider registers (bf16 in
-// f32) takes the number at register precision, as PyTorch's ops take Python numbers.
+// A number given to an op, in the op's registers. A bf16 or f16 op's number is already one of
+// its dtype's values (rounded when traced, ir::scalar_value), so widening it is exact.
 template <class T>
 void fill(void* dst, double value, int64_t n) {
   RegisterOf<T>* out = static_cast<RegisterOf<T>*>(dst);

@@ -198,10 +198,10 @@ uint64_t signature(const detail::Collective& c, int64_t sequence) {
   return h >> 1;  // fits an int64 and its negation
 }
 
-void check_same_collective(const detail::Collective& c, int64_t sequence) {
+// `what` is describe(c, sequence), named in the messages.
+void check_same_collective(const detail::Collective& c, int64_t sequence, const std::string& what) {
   const int64_t h = static_cast<int64_t>(signature(c, sequence));
   int64_t mine[2] = {h, -h}, most[2] = {0, 0};
-  const std::string what = describe(c, sequence);
   call([&] { MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD); },
        "the check before " + what);
   if (most[0] == h && -most[1] == h) return;
@@ -259,8 +259,7 @@ MPI_Op mpi_op(ReduceOp op) {
   return op == ReduceOp::max ? MPI_MAX : MPI_SUM;
 }
 
-void run_mpi(const detail::Collective& c, int64_t sequence) {
-  const std::string what = describe(c, sequence);
+void run_mpi(const detail::Collective& c, const std::string& what) {
   const int size = world().size;
   const int64_t count = c.input_shape.numel();
   const bool wide = dtype_info(c.dtype).wide_register;  // bf16, f16: reduced in f32
@@ -427,8 +426,9 @@ void run(const Collective& c) {
   }
 #ifdef LT_HAVE_MPI
   const int64_t sequence = w.sequence++;
-  check_same_collective(c, sequence);
-  run_mpi(c, sequence);
+  const std::string what = describe(c, sequence);
+  check_same_collective(c, sequence, what);
+  run_mpi(c, what);
 #endif
 }
 

@@ -11,12 +11,9 @@
 namespace lt::distributed {
 
 struct ShardedAdamW::Shards {
-  struct Group {
-    int64_t total = 0;  // elements of the group's parameters
-    int64_t shard = 0;  // elements per rank (the flat vector padded to world_size() of them)
-  };
-  std::vector<Group> layout;
-  std::unique_ptr<optim::AdamW> inner;  // one parameter per group: this rank's shard
+  // One parameter per group: this rank's shard, of the same number of elements on every rank
+  // (the flat vector padded to world_size() of them).
+  std::unique_ptr<optim::AdamW> inner;
 };
 
 namespace {
@@ -57,23 +54,22 @@ ShardedAdamW::ShardedAdamW(std::vector<optim::ParamGroup<optim::AdamWOptions>> g
           std::to_string(g) + ": use fp32, mixed or bf16)");
     }
     const DType dtype = group.params[0].dtype();
-    Shards::Group layout;
+    int64_t total = 0;
     for (size_t i = 0; i < group.params.size(); ++i) {
       if (group.params[i].dtype() != dtype) {
         throw Error("ShardedAdamW: group " + std::to_string(g) + " mixes dtypes (parameter 0 is " +
                     dtype_name(dtype) + ", parameter " + std::to_string(i) + " " +
                     dtype_name(group.params[i].dtype()) + "); one flat vector needs one dtype");
       }
-      layout.total += group.params[i].numel();
+      total += group.params[i].numel();
     }
-    layout.shard = (layout.total + world - 1) / world;
-    const Tensor flat = flatten(group.params, layout.shard * world, dtype);
+    const int64_t shard_size = (total + world - 1) / world;
+    const Tensor flat = flatten(group.params, shard_size * world, dtype);
     optim::ParamGroup<optim::AdamWOptions> shard;
     shard.options = group.options;
-    shard.params.push_back(flat.slice(0, rank * layout.shard, (rank + 1) * layout.shard).clone());
-    shard.grads.push_back(zeros({layout.shard}, dtype));
+    shard.params.push_back(flat.slice(0, rank * shard_size, (rank + 1) * shard_size).clone());
+    shard.grads.push_back(zeros({shard_size}, dtype));
     inner_groups.push_back(std::move(shard));
-    shards_->layout.push_back(layout);
   }
   shards_->inner = std::make_unique<optim::AdamW>(std::move(inner_groups), flavor);
   mark_step();  // the shards become device data, as the state does
@@ -113,11 +109,11 @@ void ShardedAdamW::step() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
     const std::vector<Tensor>& grads = all_grads[g];
-    const Shards::Group& layout = shards_->layout[g];
+    const int64_t shard_size = inner[g].params[0].numel();
     const DType dtype = group.params[0].dtype();
     inner[g].options.lr = group.options.lr;
     inner[g].options.weight_decay = group.options.weight_decay;
-    inner[g].grads[0] = reduce_scatter(flatten(grads, layout.shard * world, dtype), ReduceOp::mean);
+    inner[g].grads[0] = reduce_scatter(flatten(grads, shard_size * world, dtype), ReduceOp::mean);
   }
   shards_->inner->step();
   for (size_t g = 0; g < groups_.size(); ++g) {
