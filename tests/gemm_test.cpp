@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lazytensor/error.h"
@@ -59,12 +60,22 @@ struct Case {
   double alpha, beta;
 };
 
-std::string describe(DType dtype, const Case& c) {
-  return std::string(dtype == DType::f32   ? "f32"
-                     : dtype == DType::f64 ? "f64"
-                                           : "bf16") +
-         (c.trans_a ? " A^T" : " A") + (c.trans_b ? " B^T" : " B") + " m=" + std::to_string(c.m) +
-         " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+// The dtypes of one multiply: operands A and B, result C.
+struct Types {
+  DType operands, result;
+};
+
+std::string name(DType dtype) {
+  return dtype == DType::f32 ? "f32" : dtype == DType::f64 ? "f64" : "bf16";
+}
+
+std::string name(const Types& t) {
+  return t.operands == t.result ? name(t.operands) : name(t.operands) + "_" + name(t.result);
+}
+
+std::string describe(const Types& types, const Case& c) {
+  return name(types) + (c.trans_a ? " A^T" : " A") + (c.trans_b ? " B^T" : " B") +
+         " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
          " pad=" + std::to_string(c.pad) + " alpha=" + std::to_string(c.alpha) +
          " beta=" + std::to_string(c.beta);
 }
@@ -80,9 +91,10 @@ std::vector<T> matrix(int64_t rows, int64_t cols, int64_t pad, Fill fill, double
   return data;
 }
 
-template <class T>
-void check(DType dtype, const Case& c, uint32_t seed) {
-  SCOPED_TRACE(describe(dtype, c));
+// T: the operands' storage type, R: the result's.
+template <class T, class R>
+void check(const Types& types, const Case& c, uint32_t seed) {
+  SCOPED_TRACE(describe(types, c));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uniform(-1, 1);
   const auto random = [&] { return uniform(rng); };
@@ -94,17 +106,17 @@ void check(DType dtype, const Case& c, uint32_t seed) {
   const std::vector<T> a = matrix<T>(a_rows, a_cols, c.pad, random, kNaN);
   const std::vector<T> b = matrix<T>(b_rows, b_cols, c.pad, random, kNaN);
   // With beta 0, C must not be read: NaN there would spread into the result.
-  std::vector<T> out = c.beta == 0 ? matrix<T>(c.m, c.n, c.pad, nan, kSentinel)
-                                   : matrix<T>(c.m, c.n, c.pad, random, kSentinel);
-  const std::vector<T> before = out;
+  std::vector<R> out = c.beta == 0 ? matrix<R>(c.m, c.n, c.pad, nan, kSentinel)
+                                   : matrix<R>(c.m, c.n, c.pad, random, kSentinel);
+  const std::vector<R> before = out;
 
-  gemm(dtype, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha, a.data(), lda, b.data(), ldb, c.beta,
-       out.data(), ldc);
+  gemm(types.operands, types.result, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha, a.data(), lda,
+       b.data(), ldb, c.beta, out.data(), ldc);
 
   // Each product's rounding error is bounded relative to the sum of magnitudes of its terms;
   // bf16 adds the final rounding of the result (half a unit in the last of 8 bits).
-  const double rounding = dtype == DType::f64 ? 1e-13 : 1e-5;
-  const double final_rounding = dtype == DType::bf16 ? 1.0 / 256 : 0;
+  const double rounding = types.operands == DType::f64 ? 1e-13 : 1e-5;
+  const double final_rounding = types.result == DType::bf16 ? 1.0 / 256 : 0;
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < c.n; ++j) {
       double sum = 0, magnitude = 0;
@@ -130,28 +142,29 @@ void check(DType dtype, const Case& c, uint32_t seed) {
   }
 }
 
-void check(DType dtype, const Case& c, uint32_t seed) {
-  switch (dtype) {
+void check(const Types& types, const Case& c, uint32_t seed) {
+  switch (types.operands) {
     case DType::f32:
-      return check<float>(dtype, c, seed);
+      return check<float, float>(types, c, seed);
     case DType::f64:
-      return check<double>(dtype, c, seed);
+      return check<double, double>(types, c, seed);
     default:
-      return check<uint16_t>(dtype, c, seed);
+      return types.result == DType::f32 ? check<uint16_t, float>(types, c, seed)
+                                        : check<uint16_t, uint16_t>(types, c, seed);
   }
 }
 
-class GemmTest : public ::testing::TestWithParam<DType> {};
+class GemmTest : public ::testing::TestWithParam<Types> {};
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, GemmTest, ::testing::Values(DType::f32, DType::f64, DType::bf16),
-                         [](const ::testing::TestParamInfo<DType>& info) {
-                           return std::string(info.param == DType::f32   ? "f32"
-                                              : info.param == DType::f64 ? "f64"
-                                                                         : "bf16");
-                         });
+// bf16 operands into an f32 result: autocast's products.
+INSTANTIATE_TEST_SUITE_P(
+    Dtypes, GemmTest,
+    ::testing::Values(Types{DType::f32, DType::f32}, Types{DType::f64, DType::f64},
+                      Types{DType::bf16, DType::bf16}, Types{DType::bf16, DType::f32}),
+    [](const ::testing::TestParamInfo<Types>& info) { return name(info.param); });
 
 // Runs `c` for each of the four transpose combinations.
-void check_transposes(DType dtype, Case c, uint32_t seed) {
+void check_transposes(const Types& dtype, Case c, uint32_t seed) {
   for (bool trans_a : {false, true}) {
     for (bool trans_b : {false, true}) {
       c.trans_a = trans_a;
@@ -224,10 +237,10 @@ TEST_P(GemmTest, ConcurrentCallsFromSeveralThreads) {
 }
 
 TEST_P(GemmTest, NamesItsLibrary) {
-  const std::string library = gemm_library(GetParam());
+  const std::string library = gemm_library(GetParam().operands);
   EXPECT_TRUE(library.starts_with("OpenBLAS 0.") || library.starts_with("oneDNN ")) << library;
   // oneDNN has no f64 matmul.
-  if (GetParam() == DType::f64) {
+  if (GetParam().operands == DType::f64) {
     EXPECT_TRUE(library.starts_with("OpenBLAS ")) << library;
   }
 }
@@ -260,6 +273,22 @@ TEST(GemmErrorTest, RejectsDtypesWithoutAMultiply) {
       EXPECT_TRUE(std::string(error.what()).starts_with("matmul:")) << error.what();
     }
     EXPECT_THROW(gemm_library(dtype), Error);
+  }
+}
+
+TEST(GemmErrorTest, RejectsMixedDtypesOtherThanBf16IntoF32) {
+  double x = 1, y = 1, z = 0;
+  const std::pair<DType, DType> refused[] = {
+      {DType::f32, DType::bf16}, {DType::f32, DType::f64}, {DType::f64, DType::f32}};
+  for (const auto& [operands, result] : refused) {
+    try {
+      gemm(operands, result, false, false, 1, 1, 1, 1, &x, 1, &y, 1, 0, &z, 1);
+      FAIL() << "no error for " << name(Types{operands, result});
+    } catch (const Error& error) {
+      EXPECT_TRUE(std::string(error.what()).starts_with("matmul: no matrix multiply of "))
+          << error.what();
+    }
+    EXPECT_EQ(z, 0) << "C written by a refused multiply";
   }
 }
 

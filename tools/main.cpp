@@ -135,6 +135,12 @@ int main(int argc, char** argv) {
   train->add_option("--weight-decay", train_options.weight_decay, "AdamW's decoupled weight decay")
       ->capture_default_str();
   train
+      ->add_option("--precision", train_options.precision,
+                   "fp32, or bf16: autocast (matrix products on bf16 copies with f32 sums; "
+                   "f32 weights, optimizer, softmax, layer norm and loss)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  train
       ->add_option("--optimizer-precision", train_options.optimizer_precision,
                    "AdamW's state: fp32, bf16 (moments, weights kept f32) or 8bit (block-wise "
                    "quantized moments)")

@@ -299,6 +299,9 @@ class Progress {
 struct TrainResult {
   std::string policy;
   std::vector<double> step_seconds;
+  // Device time over the whole run (evaluations included): executions, and the GEMM library
+  // calls of matrix products within them.
+  double execute_seconds = 0, gemm_seconds = 0;
   std::vector<int64_t> sync_transfers, compiles;
   std::map<std::string, int64_t> counters_total, counters_after_first;
   int64_t peak_device_bytes = 0;
@@ -336,6 +339,9 @@ class Run {
     set_generator_state(g);
   }
 
+  // --precision: the dtype of the forward's matrix products.
+  DType compute_dtype() const { return o_.precision == "bf16" ? DType::bf16 : DType::f32; }
+
   static int64_t warmup(const TrainCommandOptions& o) {
     return o.warmup < 0 ? o.steps / 10 : o.warmup;
   }
@@ -356,7 +362,10 @@ class Run {
     for (int64_t k = 0; k < eval_batches_; ++k) {
       const data::MlmBatch b =
           data::mask_tokens(heldout_windows_.ordered_batch(k * o_.batch, o_.batch), mlm_);
-      losses.push_back(trainer_.model->mlm_loss(b.input_ids, b.labels));
+      {
+        const AutocastGuard autocast(compute_dtype());
+        losses.push_back(trainer_.model->mlm_loss(b.input_ids, b.labels));
+      }
       mark_step();  // one batch per graph: the same graph each time, and one batch's memory
     }
     trainer_.model->train();
@@ -378,7 +387,12 @@ class Run {
     const data::MlmBatch b = data::mask_tokens(
         train_windows_.shuffled_batch(t.step, o_.batch * world).slice(0, first, first + o_.batch),
         mlm_);
-    Tensor loss = t.model->mlm_loss(b.input_ids, b.labels);
+    Tensor loss;
+    {
+      // The forward under autocast; its backward records its own precision (as PyTorch's).
+      const AutocastGuard autocast(compute_dtype());
+      loss = t.model->mlm_loss(b.input_ids, b.labels);
+    }
     loss.backward();
     if (world > 1) {
       // Gradients averaged before clipping and the optimizer (as DDP's), and the loss reported
@@ -464,6 +478,8 @@ class Run {
     r.counters_total = counters();
     for (auto& [name, value] : r.counters_after_first) value = r.counters_total[name] - value;
     r.peak_device_bytes = device_memory_stats().peak_bytes;
+    r.execute_seconds = metrics::timer_stats("ExecuteTime").total_seconds;
+    r.gemm_seconds = metrics::timer_stats("MatMulTime").total_seconds;
     std::vector<double> after_first(
         r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()), r.step_seconds.end());
     r.step_seconds_median = median(after_first.empty() ? r.step_seconds : after_first);
@@ -517,6 +533,7 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"schedule", o.schedule},
             {"clip_norm", o.clip_norm},
             {"weight_decay", o.weight_decay},
+            {"precision", o.precision},
             {"optimizer_precision", o.optimizer_precision},
             {"seed", o.seed},
             {"scalar_policy", r.policy},
@@ -530,6 +547,9 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"sync_transfers_per_step", r.sync_transfers},
             {"compiles_per_step", r.compiles},
             {"peak_device_bytes", r.peak_device_bytes},
+            {"execute_seconds", r.execute_seconds},
+            {"gemm_seconds", r.gemm_seconds},
+            {"gemm_share", r.execute_seconds > 0 ? r.gemm_seconds / r.execute_seconds : 0.0},
             {"counters", r.counters_total},
             {"counters_after_first_step", r.counters_after_first}};
   return j;
@@ -649,10 +669,12 @@ int run_train_command(const TrainCommandOptions& options) {
   }
   std::printf(
       "steps %lld-%lld: median step %.1f ms, %.0f tokens/s, peak device memory %.1f MiB, "
-      "compiles after the first step %lld, synchronous transfers after it %lld\n",
+      "compiles after the first step %lld, synchronous transfers after it %lld; GEMMs %.0f%% "
+      "of device time (%s products)\n",
       static_cast<long long>(r.first_step), static_cast<long long>(t.step),
       r.step_seconds_median * 1e3, r.tokens_per_second, r.peak_device_bytes / 1048576.0,
-      static_cast<long long>(later_compiles), static_cast<long long>(later_sync));
+      static_cast<long long>(later_compiles), static_cast<long long>(later_sync),
+      r.execute_seconds > 0 ? 100 * r.gemm_seconds / r.execute_seconds : 0.0, o.precision.c_str());
   if (!t.losses.empty()) {
     std::printf("loss: first %.4f, last %.4f", t.losses.front(), t.losses.back());
     if (!t.heldout.empty()) {

@@ -16,6 +16,7 @@ struct TrainCommandOptions {
   std::string schedule = "linear";
   double clip_norm = 1.0;  // 0: no clipping
   double weight_decay = 0.01;
+  std::string precision = "fp32";            // fp32, or bf16: autocast (bf16 products)
   std::string optimizer_precision = "fp32";  // AdamW's state: fp32, bf16 or 8bit
   double dropout = -1;                       // -1: the model's (0.1)
   std::string scalars = "argument";

@@ -8,7 +8,9 @@
   --mode perf      median step time (forward + loss + backward + clip + AdamW step + LR
                    schedule) on random token batches, dropout 0.1, with --impl eager
                    (any torch), compile (torch.compile of forward + loss; optimizer eager)
-                   or xla (torch_xla on its PJRT CPU device, torch_xla.sync + wait per step).
+                   or xla (torch_xla on its PJRT CPU device, torch_xla.sync + wait per step);
+                   --precision bf16 runs forward + loss under torch.autocast("cpu",
+                   torch.bfloat16) (eager and compile), as `lazytensor train --precision bf16`.
   --mode check-hf  the model of bert_mlm_torch.py against transformers' BertForMaskedLM:
                    same weights (random, biases and LayerNorms included), same padded
                    batch, dropout off: logits, loss and gradients (.venv-peers only).
@@ -263,6 +265,8 @@ def random_batches(n, batch, seq, vocab, seed):
 
 
 def perf(args):
+    if args.precision == "bf16" and args.impl == "xla":
+        raise SystemExit("perf: --precision bf16 is torch.autocast on the CPU: eager or compile")
     if args.impl == "xla":
         os.environ.setdefault("PJRT_DEVICE", "CPU")
         usable = sorted(os.sched_getaffinity(0))
@@ -332,6 +336,14 @@ def perf(args):
         def fl(ids, mask, labels):
             return bm.forward_loss(model, ids, mask, labels)
 
+    if args.precision == "bf16":
+        notes.append("forward + loss under torch.autocast('cpu', torch.bfloat16)")
+        full_precision = fl
+
+        def fl(ids, mask, labels):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return full_precision(ids, mask, labels)
+
     def step(t):
         ids, labels, mask = (a.to(dev) for a in data[t])
         opt.zero_grad(set_to_none=True)
@@ -344,7 +356,7 @@ def perf(args):
         sync()
         return loss.detach()
 
-    print(f"# perf: {args.impl}, {version}, {threads} threads, model {args.model} "
+    print(f"# perf: {args.impl} {args.precision}, {version}, {threads} threads, model {args.model} "
           f"({bm.num_params(model):,} parameters), batch {args.batch} x seq {args.seq}, "
           f"dropout {args.dropout}, {args.warmup_steps} warm-up + {args.steps} timed steps; "
           f"lr {args.lr} warmup {args.warmup} schedule {args.schedule} clip-norm "
@@ -365,7 +377,8 @@ def perf(args):
     warm, timed = seconds[:args.warmup_steps], seconds[args.warmup_steps:]
     median = statistics.median(timed)
     tokens = args.batch * args.seq
-    result = {"mode": "perf", "impl": args.impl, "version": version, "torch": torch.__version__,
+    result = {"mode": "perf", "impl": args.impl, "precision": args.precision,
+              "version": version, "torch": torch.__version__,
               "python": sys.executable, "cpu": cpu_model(), "cores": os.cpu_count(),
               "threads": threads, "model": args.model, "params": bm.num_params(model),
               "batch": args.batch, "seq": args.seq, "dropout": args.dropout,
@@ -524,26 +537,33 @@ def lazytensor_perf(report, batch, seq, skip):
 
 def summary(args):
     rows = []
-    base = None
-    if args.lazytensor_json:
+    base = {}  # precision -> lazytensor's tokens/s
+    runs = [("fp32", args.lazytensor_json, args.lazytensor_rss),
+            ("bf16", args.lazytensor_bf16_json, args.lazytensor_bf16_rss)]
+    for precision, path, rss_path in runs:
+        if not path:
+            continue
+        name = "lazytensor" + (" --precision bf16" if precision == "bf16" else "")
         try:
-            with open(args.lazytensor_json) as f:
+            with open(path) as f:
                 lt = json.load(f)
             median, tps, rss, note = lazytensor_perf(lt, args.batch, args.seq, args.warmup_steps)
-            if args.lazytensor_rss:  # train_peers.sh measures it around the process
-                with open(args.lazytensor_rss) as f:
+            if rss_path:  # train_peers.sh measures it around the process
+                with open(rss_path) as f:
                     rss = int(f.read().strip())
             lt.setdefault("first_step_seconds", (lt.get("step_seconds") or [None])[0])
-            base = tps
+            base[precision] = tps
+            if lt.get("gemm_share"):
+                note += f"; GEMMs {100 * lt['gemm_share']:.0f}% of device time"
             version = lt.get("version") or "/".join(
                 str(lt[k]) for k in ("scalar_policy", "kernel_compiler") if lt.get(k)) or "-"
-            rows.append(["lazytensor", version, lt.get("threads", args.threads or "-"),
+            rows.append([name, version, lt.get("threads", args.threads or "-"),
                          f"{median:.4f}", f"{tps:.0f}", "1.00x",
                          "-" if rss is None else f"{rss / GIB:.2f}",
                          "-" if lt.get("first_step_seconds") is None
                          else f"{lt['first_step_seconds']:.2f}", note])
         except (OSError, ValueError, KeyError) as e:
-            rows.append(["lazytensor", "-", "-", "-", "-", "-", "-", "-",
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-",
                          f"no result: {type(e).__name__}: {e}"])
     for path in args.inputs:
         try:
@@ -553,9 +573,12 @@ def summary(args):
             rows.append([os.path.basename(path), "-", "-", "-", "-", "-", "-", "-",
                          f"no result: {type(e).__name__}"])
             continue
-        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base else "-"
+        precision = r.get("precision", "fp32")
+        ratio = f"{r['tokens_per_s'] / base[precision]:.2f}x" if precision in base else "-"
         name = {"eager": "PyTorch eager", "compile": "torch.compile",
                 "xla": "torch-xla (PJRT CPU)"}[r["impl"]]
+        if precision == "bf16":
+            name += " + autocast bf16"
         rows.append([name, r["version"], r["threads"], f"{r['step_seconds_median']:.4f}",
                      f"{r['tokens_per_s']:.0f}", ratio, f"{r['peak_rss_bytes'] / GIB:.2f}",
                      f"{r['first_step_seconds']:.2f}",
@@ -565,7 +588,8 @@ def summary(args):
     print(f"\n## BERT MLM training step, model {args.model}, batch {args.batch} x seq "
           f"{args.seq}\n\nCPU: {cpu}, {os.cpu_count()} cores\n")
     head = ["implementation", "version", "threads", "median step (s)", "tokens/s",
-            "tokens/s vs lazytensor", "peak RSS (GiB)", "first step (s)", "notes"]
+            "tokens/s vs lazytensor (same precision)", "peak RSS (GiB)", "first step (s)",
+            "notes"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(str(x).replace("|", "/") for x in r) + " |")
@@ -623,6 +647,11 @@ def main():
     ap.add_argument("--tolerance", type=float, default=1e-3, help="parity: max rel loss diff")
     # perf
     ap.add_argument("--impl", default="eager", choices=("eager", "compile", "xla"))
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                    help="perf: bf16 runs forward + loss under torch.autocast (CPU, bfloat16)")
+    ap.add_argument("--lazytensor-bf16-json", help="summary: `lazytensor train --precision "
+                    "bf16 --json`")
+    ap.add_argument("--lazytensor-bf16-rss", help="summary: its peak RSS (bytes, in a file)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--warmup-steps", type=int, default=3, help="perf: untimed steps first")

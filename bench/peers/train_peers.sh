@@ -11,7 +11,11 @@
 #      --mode parity repeats the steps under PyTorch 1.13 and current PyTorch
 #   4. a Markdown summary (tokens/s against lazytensor's, parity verdicts)
 #
-# Environment (defaults): MODEL (mini), THREADS (all usable cores), STEPS (10 timed),
+# PRECISIONS="fp32 bf16" adds the bf16 rows: `lazytensor train --precision bf16` (autocast)
+# against PyTorch 1.13 and current PyTorch eager and torch.compile under torch.autocast("cpu",
+# torch.bfloat16) (torch-xla has no CPU autocast row).
+#
+# Environment (defaults): MODEL (mini), PRECISIONS (fp32), THREADS (all usable cores), STEPS (10 timed),
 # WARMUP_STEPS (3, untimed: compiles), BATCH (8), SEQ (128), LT (build/release/lazytensor),
 # OUT (out), LT_ARGS (extra flags for every `lazytensor train`), PARITY_STEPS (20),
 # PARITY_BATCH (8), PARITY_SEQ (128), PARITY_LR (1e-4), PARITY_WARMUP (5),
@@ -22,6 +26,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 MODEL=${MODEL:-mini}
+PRECISIONS=${PRECISIONS:-fp32}
 THREADS=${THREADS:-$(nproc)}
 STEPS=${STEPS:-10}
 WARMUP_STEPS=${WARMUP_STEPS:-3}
@@ -89,36 +94,44 @@ fi
 PERF=(--mode perf --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS"
       --warmup-steps "$WARMUP_STEPS" --threads "$THREADS" --dropout 0.1 --seed 0 "${HPARAMS[@]}")
 inputs=()
-# A failed run must not leave an earlier run's JSON to be summarized.
-rm -f "$OUT/train-lt-$MODEL.json" "$OUT/train-lt-$MODEL.rss" "$OUT"/train-torch*-"$MODEL".json
-if ((have_lt)) && ! skip lt; then
-    # lazytensor runs warm-up + timed steps; the summary drops its first WARMUP_STEPS steps.
-    # shellcheck disable=SC2086
-    run "lazytensor train ($MODEL)" "$OUT/train-lt-$MODEL.log" \
-        "$SYS_PY" -c "$WITH_RSS" "$OUT/train-lt-$MODEL.rss" "$LT" train --model "$MODEL" --init random --data "$DATA" \
-        --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" --seq "$SEQ" "${HPARAMS[@]}" \
-        --dropout 0.1 --seed 0 --quiet --json "$OUT/train-lt-$MODEL.json" $LT_ARGS
-fi
-if ! skip torch113; then
-    run "PyTorch 1.13 eager" "$OUT/train-torch113-eager-$MODEL.log" \
-        "$SYS_PY" "$TP" "${PERF[@]}" --impl eager --json "$OUT/train-torch113-eager-$MODEL.json"
-    inputs+=("$OUT/train-torch113-eager-$MODEL.json")
-fi
-if ! skip eager; then
-    run "current PyTorch eager" "$OUT/train-torch-eager-$MODEL.log" \
-        "$PEERS_PY" "$TP" "${PERF[@]}" --impl eager --json "$OUT/train-torch-eager-$MODEL.json"
-    inputs+=("$OUT/train-torch-eager-$MODEL.json")
-fi
-if ! skip compile; then
-    run "torch.compile" "$OUT/train-torch-compile-$MODEL.log" \
-        "$PEERS_PY" "$TP" "${PERF[@]}" --impl compile --json "$OUT/train-torch-compile-$MODEL.json"
-    inputs+=("$OUT/train-torch-compile-$MODEL.json")
-fi
-if ! skip xla; then
-    run "torch-xla (PJRT CPU)" "$OUT/train-torch-xla-$MODEL.log" \
-        "$XLA_PY" "$TP" "${PERF[@]}" --impl xla --json "$OUT/train-torch-xla-$MODEL.json"
-    inputs+=("$OUT/train-torch-xla-$MODEL.json")
-fi
+for precision in $PRECISIONS; do
+    sfx=$([[ $precision == fp32 ]] && echo "" || echo "-$precision")
+    # A failed run must not leave an earlier run's JSON to be summarized.
+    rm -f "$OUT/train-lt-$MODEL$sfx.json" "$OUT/train-lt-$MODEL$sfx.rss" \
+        "$OUT"/train-torch*-"$MODEL$sfx".json
+    if ((have_lt)) && ! skip lt; then
+        # lazytensor runs warm-up + timed steps; the summary drops its first WARMUP_STEPS steps.
+        # shellcheck disable=SC2086
+        run "lazytensor train ($MODEL, --precision $precision)" "$OUT/train-lt-$MODEL$sfx.log" \
+            "$SYS_PY" -c "$WITH_RSS" "$OUT/train-lt-$MODEL$sfx.rss" "$LT" train --model "$MODEL" \
+            --init random --data "$DATA" --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" \
+            --seq "$SEQ" "${HPARAMS[@]}" --dropout 0.1 --seed 0 --precision "$precision" \
+            --quiet --json "$OUT/train-lt-$MODEL$sfx.json" $LT_ARGS
+    fi
+    if ! skip torch113; then
+        run "PyTorch 1.13 eager ($precision)" "$OUT/train-torch113-eager-$MODEL$sfx.log" \
+            "$SYS_PY" "$TP" "${PERF[@]}" --impl eager --precision "$precision" \
+            --json "$OUT/train-torch113-eager-$MODEL$sfx.json"
+        inputs+=("$OUT/train-torch113-eager-$MODEL$sfx.json")
+    fi
+    if ! skip eager; then
+        run "current PyTorch eager ($precision)" "$OUT/train-torch-eager-$MODEL$sfx.log" \
+            "$PEERS_PY" "$TP" "${PERF[@]}" --impl eager --precision "$precision" \
+            --json "$OUT/train-torch-eager-$MODEL$sfx.json"
+        inputs+=("$OUT/train-torch-eager-$MODEL$sfx.json")
+    fi
+    if ! skip compile; then
+        run "torch.compile ($precision)" "$OUT/train-torch-compile-$MODEL$sfx.log" \
+            "$PEERS_PY" "$TP" "${PERF[@]}" --impl compile --precision "$precision" \
+            --json "$OUT/train-torch-compile-$MODEL$sfx.json"
+        inputs+=("$OUT/train-torch-compile-$MODEL$sfx.json")
+    fi
+    if ! skip xla && [[ $precision == fp32 ]]; then
+        run "torch-xla (PJRT CPU)" "$OUT/train-torch-xla-$MODEL.log" \
+            "$XLA_PY" "$TP" "${PERF[@]}" --impl xla --json "$OUT/train-torch-xla-$MODEL.json"
+        inputs+=("$OUT/train-torch-xla-$MODEL.json")
+    fi
+done
 
 # ---- 2. the PyTorch model against transformers -------------------------------------------------
 if ! skip check-hf; then
@@ -171,8 +184,14 @@ fi
 
 # ---- 4. summary ----------------------------------------------------------------------------------
 LT_JSON=()
-((have_lt)) && ! skip lt && LT_JSON=(--lazytensor-json "$OUT/train-lt-$MODEL.json")
+if ((have_lt)) && ! skip lt; then
+    [[ " $PRECISIONS " == *" fp32 "* ]] && LT_JSON+=(--lazytensor-json "$OUT/train-lt-$MODEL.json")
+    [[ " $PRECISIONS " == *" bf16 "* ]] \
+        && LT_JSON+=(--lazytensor-bf16-json "$OUT/train-lt-$MODEL-bf16.json")
+fi
 [[ -s $OUT/train-lt-$MODEL.rss ]] && LT_JSON+=(--lazytensor-rss "$OUT/train-lt-$MODEL.rss")
+[[ -s $OUT/train-lt-$MODEL-bf16.rss ]] \
+    && LT_JSON+=(--lazytensor-bf16-rss "$OUT/train-lt-$MODEL-bf16.rss")
 "$SYS_PY" "$TP" --mode summary --model "$MODEL" --batch "$BATCH" --seq "$SEQ" \
     --threads "$THREADS" --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" --inputs "${inputs[@]}" \
     --parity "${parity[@]}" --json "$OUT/train-summary-$MODEL.json"

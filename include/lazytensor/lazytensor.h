@@ -1,5 +1,6 @@
 #pragma once
 // The umbrella header: everything a user of lazytensor needs.
+#include "lazytensor/autocast.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/bert.h"
 #include "lazytensor/device.h"

@@ -29,6 +29,8 @@ from ._C import (  # noqa: F401 (re-exported)
     embedding,
     erf,
     generator_state,
+    get_autocast_dtype,
+    is_autocast_enabled,
     is_grad_enabled,
     kernel_cache_dir,
     kernel_cache_entries,
@@ -228,6 +230,42 @@ class set_grad_enabled:
     def __exit__(self, *exc):
         _C.set_grad_enabled(self._previous)
         return False
+
+
+class autocast:
+    """Context manager (and decorator), as torch.autocast("cpu", dtype=torch.bfloat16): the
+    matrix products traced inside (matmul, bmm, linear and the layers built on them) multiply
+    bf16 copies of their float32 operands, sum in float32 and give float32 results; every other
+    op keeps its operands' dtype. Unlike torch.autocast, a product's result is float32, not
+    bfloat16 (the ops after it run fused with it in float32). A parameter's bf16 copy is kept
+    and made again, inside the optimizer's update kernel, when the parameter is written.
+    ``enabled=False`` (or dtype float32) turns autocast off inside an autocast region."""
+
+    def __init__(self, device_type="cpu", dtype=None, enabled=True):
+        if device_type != "cpu":
+            raise Error(f"autocast: lazytensor's device is 'cpu', not {device_type!r}")
+        self._dtype = (bfloat16 if dtype is None else dtype) if enabled else float32
+        _C._AutocastScope(self._dtype)  # refuses a dtype autocast has no products for, now
+        self._scopes = []
+
+    def __enter__(self):
+        # A scope per entry, so that one object can be entered again while inside itself.
+        scope = _C._AutocastScope(self._dtype)
+        scope.enter()
+        self._scopes.append(scope)
+        return self
+
+    def __exit__(self, *exc):
+        self._scopes.pop().exit()
+        return False
+
+    def __call__(self, fn):
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+        wrapper.__doc__ = getattr(fn, "__doc__", None)
+        return wrapper
 
 
 class enable_grad(no_grad):

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "lazytensor/autocast.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
@@ -801,6 +802,23 @@ void bind_functional(nb::module_& m) {
   m.def("erf", &lt::erf, "input"_a);
   m.def("is_grad_enabled", &lt::is_grad_enabled);
   m.def("set_grad_enabled", &lt::set_grad_enabled, "mode"_a);
+  // lt.autocast's guard: entered and left by the Python context manager, on one thread.
+  struct AutocastScope {
+    DType dtype;
+    std::optional<lt::AutocastGuard> guard;
+  };
+  nb::class_<AutocastScope>(m, "_AutocastScope")
+      .def(
+          "__init__",
+          [](AutocastScope* scope, DType dtype) {
+            const lt::AutocastGuard check(dtype);  // an unsupported dtype is refused here
+            new (scope) AutocastScope{dtype, std::nullopt};
+          },
+          "dtype"_a)
+      .def("enter", [](AutocastScope& scope) { scope.guard.emplace(scope.dtype); })
+      .def("exit", [](AutocastScope& scope) { scope.guard.reset(); });
+  m.def("is_autocast_enabled", &lt::is_autocast_enabled);
+  m.def("get_autocast_dtype", &lt::autocast_dtype);
   m.def(
       "grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

@@ -1,4 +1,6 @@
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -35,6 +37,14 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   // Made by a view op (reshape, transpose, ...): in-place ops on it are refused, since the
   // base would not see them.
   bool is_view = false;
+  // Counts the in-place writes of this tensor (trace::assign): what a kept autocast copy was
+  // made at is compared with it.
+  std::atomic<uint64_t> writes{0};
+  // Autocast's kept bf16 copy of this tensor (a parameter), the writes it was cast at, and
+  // whether a product read it since; guarded by autocast's mutex (trace/autocast.cpp).
+  std::shared_ptr<TensorImpl> autocast_copy;
+  uint64_t autocast_copy_writes = 0;
+  bool autocast_copy_read = false;
 
   // Rebinds to a pending value (registering as pending) or to device data.
   void set_ir(ir::NodePtr node);

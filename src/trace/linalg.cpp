@@ -7,6 +7,7 @@
 #include "lazytensor/functional.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/autocast.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -17,6 +18,10 @@ namespace {
 
 void check_operands(const char* op, const ir::NodePtr& a, const ir::NodePtr& b) {
   trace::check_arithmetic(op, a->dtype);
+  trace::check_arithmetic(op, b->dtype);
+  trace::common_device(op, {a, b});
+  // Under autocast, f32 and bf16 operands meet as bf16 copies.
+  if (trace::autocasts(a, b)) return;
   if (a->dtype == DType::f16) {
     throw Error(std::string(op) +
                 ": no matrix multiply for f16 yet (f32, f64 and bf16 have one); convert with "
@@ -26,13 +31,12 @@ void check_operands(const char* op, const ir::NodePtr& a, const ir::NodePtr& b) 
     throw Error(std::string(op) + ": expected both operands to have the same dtype, got " +
                 dtype_name(a->dtype) + " and " + dtype_name(b->dtype));
   }
-  trace::common_device(op, {a, b});
 }
 
-// The product of a [..., M, K] and b [..., K, N] (both of rank >= 2), batch dims broadcast.
-Tensor batched_product(const Tensor& a, const Tensor& b, const char* op) {
+// The product node of a [..., M, K] and b [..., K, N] (both of rank >= 2, one dtype), batch
+// dims broadcast, with a `result` dtype; no gradient recorded.
+Tensor product(const Tensor& a, const Tensor& b, DType result, const char* op) {
   ir::NodePtr va = trace::value_of(a, op), vb = trace::value_of(b, op);
-  check_operands(op, va, vb);
   const Shape &sa = va->shape, &sb = vb->shape;
   const int64_t m = sa[sa.rank() - 2], k = sa[sa.rank() - 1];
   const int64_t k2 = sb[sb.rank() - 2], n = sb[sb.rank() - 1];
@@ -48,22 +52,57 @@ Tensor batched_product(const Tensor& a, const Tensor& b, const char* op) {
   sizes.push_back(m);
   sizes.push_back(n);
   const Shape shape(sizes);
-  trace::check_fits(op, shape, va->dtype, *va->device);
-  Tensor out = trace::make_tensor(ir::make_node(ir::OpKind::MatMul, va->dtype, shape, {va, vb}));
+  trace::check_fits(op, shape, result, *va->device);
+  return trace::make_tensor(ir::make_node(ir::OpKind::MatMul, result, shape, {va, vb}));
+}
+
+// Autocast's product: bf16 operands, f32 result.
+Tensor mixed_product(const Tensor& a16, const Tensor& b16, const char* op) {
+  return product(a16, b16, DType::f32, op);
+}
+
+// The gradient of b in a @ b from a's transpose and the output gradient g. A shared matrix
+// against a batch is one product over all rows, not a batch of products summed afterwards.
+template <class Multiply>
+Tensor right_gradient(const Tensor& a, const Tensor& g, const Shape& b_shape, Multiply multiply) {
+  if (b_shape.rank() == 2 && a.dim() > 2) {
+    const int64_t k = a.shape()[a.dim() - 1], n = g.shape()[g.dim() - 1];
+    return multiply(a.reshape({-1, k}).t(), g.reshape({-1, n}));
+  }
+  return autograd::sum_to(multiply(a.transpose(-1, -2), g), b_shape);
+}
+
+// Under autocast: the product of bf16 copies into f32, and a backward of the same kind (bf16
+// copies of the output gradient against the saved bf16 operands, f32 gradients).
+Tensor autocast_product(const Tensor& a, const Tensor& b, const char* op) {
+  const Tensor a16 = trace::autocast_operand(a), b16 = trace::autocast_operand(b);
+  Tensor out = mixed_product(a16, b16, op);
+  if (!autograd::needs_grad({&a, &b})) return out;
+  return autograd::record(
+      op, out, {&a, &b},
+      [a16 = autograd::saved(a16), b16 = autograd::saved(b16), sa = a.shape(), sb = b.shape(),
+       ta = a.dtype(), tb = b.dtype(), op](const Tensor& g) {
+        const Tensor g16 = g.to(DType::bf16);
+        const auto multiply = [op](const Tensor& x, const Tensor& y) {
+          return mixed_product(x, y, op);
+        };
+        const Tensor ga = autograd::sum_to(multiply(g16, b16.transpose(-1, -2)), sa);
+        return Gradients{ga.to(ta), right_gradient(a16, g16, sb, multiply).to(tb)};
+      });
+}
+
+// The product of a [..., M, K] and b [..., K, N] (both of rank >= 2), batch dims broadcast.
+Tensor batched_product(const Tensor& a, const Tensor& b, const char* op) {
+  ir::NodePtr va = trace::value_of(a, op), vb = trace::value_of(b, op);
+  check_operands(op, va, vb);
+  if (trace::autocasts(va, vb)) return autocast_product(a, b, op);
+  Tensor out = product(a, b, va->dtype, op);
   if (!autograd::needs_grad({&a, &b})) return out;
   return autograd::record(
       op, out, {&a, &b}, [sa_ = autograd::saved(a), sb_ = autograd::saved(b)](const Tensor& g) {
         const Tensor ga = autograd::sum_to(matmul(g, sb_.transpose(-1, -2)), sa_.shape());
-        Tensor gb;
-        if (sb_.dim() == 2 && sa_.dim() > 2) {
-          // A shared matrix against a batch: one product over all rows, not a batch of
-          // products summed afterwards.
-          const int64_t k = sa_.shape()[sa_.dim() - 1], n = g.shape()[g.dim() - 1];
-          gb = matmul(sa_.reshape({-1, k}).t(), g.reshape({-1, n}));
-        } else {
-          gb = autograd::sum_to(matmul(sa_.transpose(-1, -2), g), sb_.shape());
-        }
-        return Gradients{ga, gb};
+        const auto multiply = [](const Tensor& x, const Tensor& y) { return matmul(x, y); };
+        return Gradients{ga, right_gradient(sa_, g, sb_.shape(), multiply)};
       });
 }
 
@@ -102,6 +141,32 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return batched_product(a, b, "bmm");
 }
 
+namespace {
+
+// linear under autocast: the weight's kept bf16 copy, transposed in place by the GEMM.
+Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands("linear", trace::value_of(x, "linear"), trace::value_of(weight, "linear"));
+  const Tensor x16 = trace::autocast_operand(x), w16 = trace::autocast_operand(weight);
+  const bool vector = x.dim() == 1;
+  Tensor product = mixed_product(vector ? x16.unsqueeze(0) : x16, w16.t(), "linear");
+  if (vector) product = product.squeeze(0);
+  if (autograd::needs_grad({&x, &weight})) {
+    product = autograd::record(
+        "linear", product, {&x, &weight},
+        [x16 = autograd::saved(x16), w16 = autograd::saved(w16), tx = x.dtype(),
+         tw = weight.dtype()](const Tensor& g) {
+          const int64_t in = w16.shape()[1], out = w16.shape()[0];
+          const Tensor g16 = g.to(DType::bf16).reshape({-1, out});
+          const Tensor gx = mixed_product(g16, w16, "linear").reshape(x16.shape().to_vector());
+          const Tensor gw = mixed_product(g16.t(), x16.reshape({-1, in}), "linear");
+          return Gradients{gx.to(tx), gw.to(tw)};
+        });
+  }
+  return bias.defined() ? product + bias : product;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const runtime::TraceScope scope("linear");
   const Shape sw = trace::value_of(weight, "linear")->shape;
@@ -119,6 +184,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       throw Error("linear: the bias must have shape [" + std::to_string(sw[0]) + "], got " +
                   sb.str());
     }
+  }
+  if (trace::autocasts(trace::value_of(x, "linear"), trace::value_of(weight, "linear"))) {
+    return autocast_linear(x, weight, bias);
   }
   // The weight's gradient comes out in its own [out, in] layout: g^T x in one product.
   Tensor product;

@@ -212,6 +212,7 @@ Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
                 " doesn't match the broadcast shape " + result->shape.str());
   }
   self.impl()->set_ir(cast(result, self.dtype()));
+  self.impl()->writes.fetch_add(1, std::memory_order_relaxed);
   return self;
 }
 

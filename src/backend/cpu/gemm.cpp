@@ -47,6 +47,14 @@ const char* unsupported_dtype_name(DType dtype) {
               " (supported: f32, f64, bf16)");
 }
 
+bool supported(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16;
+}
+
+const char* supported_dtype_name(DType dtype) {
+  return dtype == DType::f32 ? "f32" : dtype == DType::f64 ? "f64" : "bf16";
+}
+
 float bf16_to_f32(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
@@ -124,11 +132,11 @@ void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               p.lda, b, p.ldb, static_cast<float>(beta), c, p.ldc);
 }
 
-// A bf16 multiply without a bf16 kernel: f32 copies of the operands, sgemm, and one rounding
-// of the f32 result.
-void bf16_via_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                    const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, double beta,
-                    uint16_t* c, int64_t ldc) {
+// A bf16 multiply without a bf16 kernel: f32 copies of the operands, sgemm, and the f32
+// result stored as `result` (bf16: rounded once; f32: as summed, straight into C).
+void bf16_via_sgemm(DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    double alpha, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                    double beta, void* c, int64_t ldc) {
   // Dense f32 copy of a rows x cols matrix; zeros when `src` is not to be read (C with beta 0).
   const auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t ld) {
     std::vector<float> dense(static_cast<size_t>(rows * cols));
@@ -140,11 +148,17 @@ void bf16_via_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   };
   const std::vector<float> a32 = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
   const std::vector<float> b32 = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
-  std::vector<float> c32 = widen(beta == 0 ? nullptr : c, m, n, ldc);
+  if (result == DType::f32) {
+    openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a32.data(), trans_a ? m : k, b32.data(),
+                   trans_b ? k : n, beta, static_cast<float*>(c), ldc);
+    return;
+  }
+  uint16_t* c16 = static_cast<uint16_t*>(c);
+  std::vector<float> c32 = widen(beta == 0 ? nullptr : c16, m, n, ldc);
   openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a32.data(), trans_a ? m : k, b32.data(),
                  trans_b ? k : n, beta, c32.data(), n);
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = f32_to_bf16(c32[i * n + j]);
+    for (int64_t j = 0; j < n; ++j) c16[i * ldc + j] = f32_to_bf16(c32[i * n + j]);
   }
 }
 
@@ -171,7 +185,7 @@ const dnnl::engine& onednn_engine() {
 // Everything that decides a matmul primitive. alpha and beta are compiled into it (output
 // scale and sum post-op), as they are constant at almost every call site.
 struct MatmulKey {
-  DType dtype;
+  DType dtype, result;
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   uint64_t alpha_bits, beta_bits;  // bits, so that a NaN alpha still finds its entry
@@ -180,7 +194,8 @@ struct MatmulKey {
 
 struct MatmulKeyHash {
   size_t operator()(const MatmulKey& key) const {
-    size_t hash = static_cast<size_t>(key.dtype) * 4 + key.trans_a * 2 + key.trans_b;
+    size_t hash = (static_cast<size_t>(key.dtype) * 16 + static_cast<size_t>(key.result)) * 4 +
+                  key.trans_a * 2 + key.trans_b;
     for (uint64_t field :
          {static_cast<uint64_t>(key.m), static_cast<uint64_t>(key.n), static_cast<uint64_t>(key.k),
           static_cast<uint64_t>(key.lda), static_cast<uint64_t>(key.ldb),
@@ -225,12 +240,13 @@ Matmul make_matmul(const MatmulKey& key) {
   const std::lock_guard<std::mutex> lock(creation);
   using dims = dnnl::memory::dims;
   const dnnl::memory::data_type type = onednn_type(key.dtype);
+  const dnnl::memory::data_type result_type = onednn_type(key.result);
   // A transposed operand is the same memory read with its strides swapped.
   const dnnl::memory::desc a({key.m, key.k}, type,
                              key.trans_a ? dims{1, key.lda} : dims{key.lda, 1});
   const dnnl::memory::desc b({key.k, key.n}, type,
                              key.trans_b ? dims{1, key.ldb} : dims{key.ldb, 1});
-  const dnnl::memory::desc c({key.m, key.n}, type, dims{key.ldc, 1});
+  const dnnl::memory::desc c({key.m, key.n}, result_type, dims{key.ldc, 1});
   dnnl::primitive_attr attr;
   const float alpha = static_cast<float>(std::bit_cast<double>(key.alpha_bits));
   const float beta = static_cast<float>(std::bit_cast<double>(key.beta_bits));
@@ -244,13 +260,14 @@ Matmul make_matmul(const MatmulKey& key) {
   return {dnnl::matmul(pd), a, b, c};
 }
 
-void onednn_gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                 double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
-                 void* c, int64_t ldc) {
+void onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                 int64_t k, double alpha, const void* a, int64_t lda, const void* b, int64_t ldb,
+                 double beta, void* c, int64_t ldc) {
   OnednnThreadState& state = onednn_thread_state();
   const uint64_t alpha_bits = std::bit_cast<uint64_t>(alpha);
   const uint64_t beta_bits = std::bit_cast<uint64_t>(beta);
-  const MatmulKey key{dtype, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits};
+  const MatmulKey key{dtype, result, trans_a, trans_b, m,          n,
+                      k,     lda,    ldb,     ldc,     alpha_bits, beta_bits};
   auto it = state.primitives.find(key);
   if (it == state.primitives.end()) {
     if (state.primitives.size() >= OnednnThreadState::kMaxPrimitives) state.primitives.clear();
@@ -271,8 +288,10 @@ void onednn_gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
 bool onednn_has_bf16_matmul() {
   static const bool has = [] {
     try {
-      make_matmul({DType::bf16, false, false, 1, 1, 1, 1, 1, 1, std::bit_cast<uint64_t>(1.0),
-                   std::bit_cast<uint64_t>(0.0)});
+      for (DType result : {DType::bf16, DType::f32}) {
+        make_matmul({DType::bf16, result, false, false, 1, 1, 1, 1, 1, 1,
+                     std::bit_cast<uint64_t>(1.0), std::bit_cast<uint64_t>(0.0)});
+      }
       return true;
     } catch (const dnnl::error&) {
       return false;
@@ -328,10 +347,16 @@ void check_stride(int64_t ld, int64_t row, const char* name) {
 
 }  // namespace
 
-void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c,
-          int64_t ldc) {
-  if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::bf16) throw_unsupported(dtype);
+void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+          void* c, int64_t ldc) {
+  if (!supported(dtype)) throw_unsupported(dtype);
+  if (!supported(result)) throw_unsupported(result);
+  if (result != dtype && !(dtype == DType::bf16 && result == DType::f32)) {
+    throw Error(std::string("matmul: no matrix multiply of ") + supported_dtype_name(dtype) +
+                " operands into a " + supported_dtype_name(result) +
+                " result (mixed: bf16 operands, f32 result)");
+  }
   if (m < 0 || n < 0 || k < 0) {
     throw Error("matmul: negative size m = " + std::to_string(m) + ", n = " + std::to_string(n) +
                 ", k = " + std::to_string(k));
@@ -341,7 +366,7 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   check_stride(ldc, n, "ldc");
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    scale_c(dtype, m, n, beta, c, ldc);
+    scale_c(result, m, n, beta, c, ldc);
     return;
   }
   const CallInFlight in_flight;
@@ -355,7 +380,7 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     }
     case DType::f32:
 #ifdef LT_HAVE_ONEDNN
-      onednn_gemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      onednn_gemm(dtype, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
       openblas_sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(a), lda,
                      static_cast<const float*>(b), ldb, beta, static_cast<float*>(c), ldc);
@@ -364,12 +389,12 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     default:  // bf16
 #ifdef LT_HAVE_ONEDNN
       if (onednn_has_bf16_matmul()) {
-        onednn_gemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        onednn_gemm(dtype, result, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
       }
 #endif
-      bf16_via_sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const uint16_t*>(a), lda,
-                     static_cast<const uint16_t*>(b), ldb, beta, static_cast<uint16_t*>(c), ldc);
+      bf16_via_sgemm(result, trans_a, trans_b, m, n, k, alpha, static_cast<const uint16_t*>(a), lda,
+                     static_cast<const uint16_t*>(b), ldb, beta, c, ldc);
       return;
   }
 }

@@ -7,13 +7,22 @@ namespace lt::backend::cpu {
 
 // C = alpha * op(A) * op(B) + beta * C, row-major. op(A) is m x k (A is m x k with row stride
 // lda, or k x m when trans_a), op(B) is k x n (B is k x n with row stride ldb, or n x k when
-// trans_b); C is m x n with row stride ldc. Elements of `dtype` (f32, f64, bf16: bf16 stored as
-// uint16_t bits, accumulated in f32). beta == 0 means C is not read (may hold garbage/NaN).
-// Safe to call from several threads at once. Throws lt::Error ("matmul: ...") for a dtype
-// other than f32, f64 and bf16 and for a row stride shorter than its row.
-void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c,
-          int64_t ldc);
+// trans_b); C is m x n with row stride ldc. A and B hold `operands`, C holds `result`: f32, f64
+// or bf16 throughout, or bf16 operands with an f32 result (autocast's products: the f32 sums
+// are stored without rounding). bf16 is stored as uint16_t bits and accumulated in f32.
+// beta == 0 means C is not read (may hold garbage/NaN). Safe to call from several threads at
+// once. Throws lt::Error ("matmul: ...") for other dtypes and for a row stride shorter than
+// its row.
+void gemm(DType operands, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+          void* c, int64_t ldc);
+
+// Operands and result of one dtype.
+inline void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+                 void* c, int64_t ldc) {
+  gemm(dtype, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 // Call on the host before a device thread runs the first product: it builds the libraries'
 // state and makes exit() wait for products in flight (tearing the libraries down under a

@@ -159,7 +159,10 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
   StridedOperand a = op.operands[0], b = op.operands[1];
   const int ra = a.shape.rank(), rb = b.shape.rank(), rc = op.output_shape.rank();
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
-  const size_t esize = dtype_size(op.output_dtype);
+  // The operands share a dtype; the result's may be wider (bf16 products with f32 results).
+  const DType operand_dtype = a.dtype;
+  const size_t esize = dtype_size(operand_dtype);
+  const size_t result_esize = dtype_size(op.output_dtype);
   char* c = static_cast<char*>(slots[op.output_slot]);
   // Operands BLAS cannot read in place (a view with both matrix strides > 1) are copied.
   std::unique_ptr<char[]> a_copy, b_copy;
@@ -201,8 +204,8 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
     expected *= op.output_shape[d];
   }
   if (stacked || batches == 1) {
-    gemm(op.output_dtype, la.trans, lb.trans, stacked ? batches * m : m, n, k, 1.0, a_base, la.ld,
-         b_base, lb.ld, 0.0, c, n);
+    gemm(operand_dtype, op.output_dtype, la.trans, lb.trans, stacked ? batches * m : m, n, k, 1.0,
+         a_base, la.ld, b_base, lb.ld, 0.0, c, n);
     return;
   }
   int64_t index[Shape::kMaxRank] = {};
@@ -212,8 +215,8 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
       at_a += index[d] * sa[d];
       at_b += index[d] * sb[d];
     }
-    gemm(op.output_dtype, la.trans, lb.trans, m, n, k, 1.0, a_base + at_a * esize, la.ld,
-         b_base + at_b * esize, lb.ld, 0.0, c + p * m * n * esize, n);
+    gemm(operand_dtype, op.output_dtype, la.trans, lb.trans, m, n, k, 1.0, a_base + at_a * esize,
+         la.ld, b_base + at_b * esize, lb.ld, 0.0, c + p * m * n * result_esize, n);
     for (int d = nbatch - 1; d >= 0; --d) {
       if (++index[d] < op.output_shape[d]) break;
       index[d] = 0;

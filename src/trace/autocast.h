@@ -1,0 +1,18 @@
+#pragma once
+// Autocast's side of tracing (lazytensor/autocast.h): which products autocast, the bf16
+// copies of their operands, and the refresh of parameters' kept copies at mark_step.
+#include "ir/node.h"
+#include "lazytensor/tensor.h"
+
+namespace lt::trace {
+
+// True when autocast is on for this thread and both operands are f32 or bf16.
+bool autocasts(const ir::NodePtr& a, const ir::NodePtr& b);
+// x as a product's operand under autocast: x itself when bf16, else a bf16 copy; for a leaf
+// that requires grad, the copy kept with it (made now if missing or stale). Records no grad.
+Tensor autocast_operand(const Tensor& x);
+// Before a mark_step's cut: the kept copies of parameters written since their cast, and read
+// since, are cast again in the graph about to be cut; those not read are dropped.
+void refresh_autocast_copies();
+
+}  // namespace lt::trace
