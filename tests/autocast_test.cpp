@@ -276,6 +276,59 @@ TEST_F(AutocastTest, KeptCopiesAreReusedAndNeverStale) {
   expect_close(doubles(lt::linear(x, w)), want(wv), kF32Sums);
 }
 
+// One input of three products (attention's query, key and value) is cast once.
+TEST_F(AutocastTest, AnInputOfSeveralProductsIsCastOnce) {
+  constexpr int64_t R = 12, In = 16, Out = 8;
+  const std::vector<float> xv = values(R * In);
+  const Tensor x = lt::from_vector(xv, {R, In});
+  std::vector<std::vector<float>> weights;
+  std::vector<Tensor> products;
+  lt::mark_step();
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    for (int k = 0; k < 3; ++k) {
+      weights.push_back(values(Out * In));
+      // bf16 weights: the input's is the only cast.
+      products.push_back(lt::linear(x, lt::from_vector(weights.back(), {Out, In}).to(DType::bf16)));
+    }
+  }
+  lt::mark_step();
+  const lt::StepStats stats = lt::last_step_stats();
+  EXPECT_EQ(stats.outputs, 3 + 1) << "three products and the copy of x, kept with x";
+  EXPECT_EQ(stats.temporary_bytes, 3 * Out * In * 2) << "the bf16 weights; no other copy of x";
+  for (int k = 0; k < 3; ++k) {
+    expect_close(doubles(products[k]),
+                 product(rounded(xv), rounded(weights[k]), R, In, Out, /*trans_b=*/true), kF32Sums);
+  }
+}
+
+// A product's operand that is a permuted view (attention's heads) is cast as the view's base:
+// the cast joins the kernel that computes the base, whose f32 value is then never stored.
+TEST_F(AutocastTest, APermutedOperandIsCastInsideTheKernelOfItsBase) {
+  constexpr int64_t R = 8, In = 12, H = 3, D = 4, N = 5;
+  const Tensor x = lt::from_vector(values(R * In), {R, In}).to(DType::bf16);
+  const Tensor w = lt::from_vector(values(H * D * In), {H * D, In}).to(DType::bf16);
+  const Tensor b = lt::from_vector(values(H * D), {H * D});
+  const Tensor z = lt::from_vector(values(H * D * N), {H, D, N}).to(DType::bf16);
+  lt::mark_step();
+  const auto heads = [&] {
+    return (lt::linear(x, w) + b).view({R, H, D}).permute({1, 0, 2});  // [H, R, D]
+  };
+  Tensor through_view, contiguous;
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    through_view = lt::matmul(heads(), z);
+  }
+  lt::mark_step();
+  EXPECT_EQ(lt::last_step_stats().kernels, 3) << "the product, bias + cast, the batched product";
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    contiguous = lt::matmul(heads().contiguous(), z);
+  }
+  EXPECT_EQ(through_view.shape(), lt::Shape({H, R, N}));
+  expect_close(doubles(through_view), doubles(contiguous), kF32Sums);
+}
+
 // The optimizer's step writes each parameter; its new bf16 copy is traced into the same
 // graph at mark_step and is one more output of the update's kernel, not a kernel of its own.
 TEST_F(AutocastTest, TheOptimizerStepWritesTheCopyInItsOwnKernel) {

@@ -405,7 +405,7 @@ TEST_F(BertTest, TinyBertTrainsOnRealTextWithOneCompileAndNoSyncTransfers) {
 
 // A tiny BERT trained on real text under autocast (bf16 products) and in f32, from the same
 // initial weights, batches, masks and dropout: the bf16 loss curve tracks the f32 one (within
-// 0.2% of the loss at every step; measured: 0.007%) while both fall.
+// 0.2% of the loss at every step; measured: 0.007% over 30 steps) while both fall.
 TEST_F(BertTest, TinyBertUnderAutocastTracksTheFp32LossCurve) {
   require_minilm();
   ASSERT_TRUE(fs::exists(kCorpus)) << "install the Debian package fortunes";
@@ -415,7 +415,7 @@ TEST_F(BertTest, TinyBertUnderAutocastTracksTheFp32LossCurve) {
     for (int64_t id : tokenizer.encode(doc.text)) tokens.push_back(id);
     tokens.push_back(tokenizer.sep_id());
   }
-  constexpr int64_t B = 8, L = 32, kSteps = 30;
+  constexpr int64_t B = 8, L = 32, kSteps = 20;
   const lt::data::TokenWindows windows(tokens, L, tokenizer.cls_id(), tokenizer.sep_id(), 3);
   const auto train = [&](DType products) {
     lt::manual_seed(3);

@@ -411,6 +411,35 @@ TEST_F(CliTest, TrainWithEightBitOptimizerStateResumesAndTracksFp32) {
   lt_test::expect_mentions(refused.err, {"8bit", "--optimizer-precision", "fp32"});
 }
 
+// --precision bf16: the report says so, the GEMMs' share of device time is a fraction, and
+// the losses track an fp32 run's from the same seed; a checkpoint of either resumes the other.
+TEST_F(CliTest, TrainUnderAutocastTracksFp32) {
+  const std::vector<std::string> args = with(kTinyTrain, {"--eval-every", "2"});
+  const fs::path fp32_report = dir_.path() / "fp32.json", bf16_report = dir_.path() / "bf16.json";
+  const fs::path checkpoint = dir_.path() / "bf16.safetensors";
+  ASSERT_EQ(run(with(args, {"--steps", "4", "--json", fp32_report.string()})).exit_code, 0);
+  const Outcome r = run(with(args, {"--steps", "4", "--precision", "bf16", "--json",
+                                    bf16_report.string(), "--save", checkpoint.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = read_json(bf16_report), reference = read_json(fp32_report);
+  EXPECT_EQ(report["precision"], "bf16");
+  EXPECT_EQ(reference["precision"], "fp32");
+  for (const json* j : {&report, &reference}) {
+    EXPECT_GT((*j)["gemm_share"].get<double>(), 0);
+    EXPECT_LT((*j)["gemm_share"].get<double>(), 1);
+  }
+  ASSERT_EQ(report["losses"].size(), reference["losses"].size());
+  for (size_t i = 0; i < report["losses"].size(); ++i) {
+    const double loss = report["losses"][i].get<double>();
+    EXPECT_NEAR(loss, reference["losses"][i].get<double>(), 0.002 * loss) << "step " << i + 1;
+  }
+  const Outcome resumed = run(with(args, {"--steps", "5", "--resume", checkpoint.string()}));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  const Outcome refused = run(with(args, {"--steps", "4", "--precision", "fp16"}));
+  EXPECT_NE(refused.exit_code, 0);
+  lt_test::expect_mentions(refused.err, {"--precision", "fp16"});
+}
+
 // `plot` draws several train reports on one chart and names a file that is not one.
 TEST_F(CliTest, PlotDrawsTheCurvesOfSeveralRuns) {
   const fs::path a = dir_.path() / "a.json", b = dir_.path() / "b.json";

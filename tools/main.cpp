@@ -183,6 +183,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   plot->add_option("--out", plot_options.out_path, "the PNG to write")->required();
   plot->add_option("--title", plot_options.title, "default: the first run's model and batch");
+  plot->add_flag("--all-training", plot_options.all_training,
+                 "every run's training loss (default: the first run's only)");
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -36,13 +36,16 @@ int run_plot_command(const PlotCommandOptions& o) {
     const nlohmann::json report = read_report(o.runs[r]);
     const std::string label = std::filesystem::path(o.runs[r]).stem().string();
     try {
-      if (r == 0) {
-        // One training loss keeps the chart readable: the held-out curves are what compare.
+      // One training loss keeps the chart readable where the held-out curves are what
+      // compare; --all-training draws each run's (runs on the same batches).
+      if (r == 0 || o.all_training) {
         Series train{label + " training loss", {}};
         const auto losses = report.at("losses").get<std::vector<double>>();
         for (size_t k = 0; k < losses.size(); ++k)
           train.points.emplace_back(double(k + 1), losses[k]);
         series.push_back(std::move(train));
+      }
+      if (r == 0) {
         if (title.empty()) {
           title = "BERT " + report.value("model", std::string("?")) + " MLM, batch " +
                   std::to_string(report.value("batch", 0)) + " x " +

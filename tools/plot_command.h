@@ -8,6 +8,7 @@ struct PlotCommandOptions {
   std::vector<std::string> runs;  // `lazytensor train --json` reports
   std::string out_path;           // the PNG to write
   std::string title;              // default: the first run's model and batch
+  bool all_training = false;      // every run's training loss, not only the first's
 };
 
 // Draws the loss curves of several `train` runs on one chart: the first run's training loss

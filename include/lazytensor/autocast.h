@@ -14,11 +14,14 @@
 // gradient and of the saved bf16 operands and give f32 gradients, so a weight's gradient is
 // accumulated over the batch in f32.
 //
-// A parameter's bf16 copy (a leaf tensor that requires grad) is kept with the parameter and
-// reused by every product until the parameter is written. When it is written by a traced step
-// (an optimizer's update) and its copy was read since the copy was made, mark_step() traces
-// the new copy into the same graph: the copy is one more output of the kernel that updates
-// the parameter, not a pass of its own. A copy not read between two writes is dropped.
+// A tensor's bf16 copy is kept with it while it lives and reused by every product until the
+// tensor is written (the query, key and value products of one input cast it once). For a
+// parameter (a leaf tensor that requires grad) written by a traced step (an optimizer's
+// update) whose copy was read since the copy was made, mark_step() traces the new copy into
+// the same graph: the copy is one more output of the kernel that updates the parameter, not a
+// pass of its own. A parameter's copy not read between two writes is dropped. Writes are the
+// engine's in-place ops: memory shared with NumPy or DLPack and written from outside is not
+// seen by a kept copy (nor by anything else the engine has derived from it).
 namespace lt {
 
 class AutocastGuard {

@@ -40,7 +40,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   // Counts the in-place writes of this tensor (trace::assign): what a kept autocast copy was
   // made at is compared with it.
   std::atomic<uint64_t> writes{0};
-  // Autocast's kept bf16 copy of this tensor (a parameter), the writes it was cast at, and
+  // Autocast's kept bf16 copy of this tensor, the writes it was cast at, and
   // whether a product read it since; guarded by autocast's mutex (trace/autocast.cpp).
   std::shared_ptr<TensorImpl> autocast_copy;
   uint64_t autocast_copy_writes = 0;

@@ -65,10 +65,30 @@ bool autocasts(const ir::NodePtr& a, const ir::NodePtr& b) {
   return t_autocast_dtype == DType::bf16 && castable(a->dtype) && castable(b->dtype);
 }
 
+Tensor bf16_copy(const Tensor& x) {
+  const NoGradGuard no_grad;
+  const ir::NodePtr value = value_of(x, "autocast");
+  // A view that reads as many elements as its base holds (a permutation of attention's heads,
+  // a transpose, a reshape): its base is cast and viewed again, so that the cast fuses into
+  // the kernel computing the base (which then need not store its f32 value at all) instead of
+  // being a kernel of its own that reads through the view.
+  if (value->op == ir::OpKind::View && value->shape.numel() >= value->operands[0]->shape.numel()) {
+    std::vector<int64_t> layout;
+    for (size_t a = 0; a < value->attrs.size(); ++a) layout.push_back(value->attrs[a]);
+    Tensor copy = make_tensor(ir::make_node(ir::OpKind::View, DType::bf16, value->shape,
+                                            {cast(value->operands[0], DType::bf16)}, layout));
+    copy.impl()->is_view = true;
+    return copy;
+  }
+  return x.to(DType::bf16);
+}
+
 Tensor autocast_operand(const Tensor& x) {
   if (x.dtype() == DType::bf16) return x;
   const NoGradGuard no_grad;
-  if (!x.requires_grad() || !x.is_leaf()) return x.to(DType::bf16);
+  // Every tensor keeps its copy while it lives (the query, key and value products of one
+  // input cast it once); parameters are also listed for the refresh at mark_step.
+  const bool parameter = x.requires_grad() && x.is_leaf();
   TensorImpl& impl = *x.impl();
   const std::lock_guard<std::mutex> lock(copies_mutex());
   const uint64_t writes = impl.writes.load(std::memory_order_relaxed);
@@ -76,8 +96,8 @@ Tensor autocast_operand(const Tensor& x) {
     impl.autocast_copy_read = true;
     return Tensor(impl.autocast_copy);
   }
-  if (!impl.autocast_copy) kept().push_back(x.impl());
-  const Tensor copy = x.to(DType::bf16);
+  if (parameter && !impl.autocast_copy) kept().push_back(x.impl());
+  const Tensor copy = bf16_copy(x);
   impl.autocast_copy = copy.impl();
   impl.autocast_copy_writes = writes;
   impl.autocast_copy_read = true;
@@ -85,12 +105,12 @@ Tensor autocast_operand(const Tensor& x) {
 }
 
 void refresh_autocast_copies() {
+  // New IR is made below: the trace lock is held as an op holds it, so that no other
+  // thread's cut rebinds a tensor while it is read; taken before the copies' mutex, in the
+  // order autocast_operand (inside an op) takes them.
+  const runtime::TraceScope scope("mark_step", runtime::TraceScope::Purpose::read);
   const std::lock_guard<std::mutex> lock(copies_mutex());
   std::vector<std::weak_ptr<TensorImpl>>& tensors = kept();
-  if (tensors.empty()) return;
-  // New IR is made below: held as an op holds it, so that no other thread's cut rebinds a
-  // tensor while it is read.
-  const runtime::TraceScope scope("mark_step", runtime::TraceScope::Purpose::read);
   std::erase_if(tensors, [](const std::weak_ptr<TensorImpl>& weak) {
     const std::shared_ptr<TensorImpl> impl = weak.lock();
     if (!impl || !impl->autocast_copy) return true;

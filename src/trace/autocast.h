@@ -8,8 +8,11 @@ namespace lt::trace {
 
 // True when autocast is on for this thread and both operands are f32 or bf16.
 bool autocasts(const ir::NodePtr& a, const ir::NodePtr& b);
-// x as a product's operand under autocast: x itself when bf16, else a bf16 copy; for a leaf
-// that requires grad, the copy kept with it (made now if missing or stale). Records no grad.
+// x rounded to bf16 (no grad recorded); a view of a whole base is cast as its base and viewed
+// again, so that the cast fuses into the kernel that computes the base.
+Tensor bf16_copy(const Tensor& x);
+// x as a product's operand under autocast: x itself when bf16, else its bf16 copy, kept with
+// x and made now if missing or stale (x written since). Records no grad.
 Tensor autocast_operand(const Tensor& x);
 // Before a mark_step's cut: the kept copies of parameters written since their cast, and read
 // since, are cast again in the graph about to be cut; those not read are dropped.

@@ -82,7 +82,7 @@ Tensor autocast_product(const Tensor& a, const Tensor& b, const char* op) {
       op, out, {&a, &b},
       [a16 = autograd::saved(a16), b16 = autograd::saved(b16), sa = a.shape(), sb = b.shape(),
        ta = a.dtype(), tb = b.dtype(), op](const Tensor& g) {
-        const Tensor g16 = g.to(DType::bf16);
+        const Tensor g16 = trace::bf16_copy(g);
         const auto multiply = [op](const Tensor& x, const Tensor& y) {
           return mixed_product(x, y, op);
         };
@@ -156,7 +156,7 @@ Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias
         [x16 = autograd::saved(x16), w16 = autograd::saved(w16), tx = x.dtype(),
          tw = weight.dtype()](const Tensor& g) {
           const int64_t in = w16.shape()[1], out = w16.shape()[0];
-          const Tensor g16 = g.to(DType::bf16).reshape({-1, out});
+          const Tensor g16 = trace::bf16_copy(g).reshape({-1, out});
           const Tensor gx = mixed_product(g16, w16, "linear").reshape(x16.shape().to_vector());
           const Tensor gw = mixed_product(g16.t(), x16.reshape({-1, in}), "linear");
           return Gradients{gx.to(tx), gw.to(tw)};
