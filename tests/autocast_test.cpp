@@ -369,6 +369,174 @@ TEST_F(AutocastTest, TheOptimizerStepWritesTheCopyInItsOwnKernel) {
   EXPECT_LE(apart, fp32_weights.size() / 20);
 }
 
+// With the weights' copies made before the first step, every step of a training loop under
+// autocast is one graph: compiled once.
+TEST_F(AutocastTest, CopiesMadeBeforeTheFirstStepMakeEveryStepOneGraph) {
+  constexpr int64_t R = 16, In = 24, Out = 8;
+  Tensor w = lt::from_vector(values(Out * In), {Out, In}).requires_grad_(true);
+  Tensor b = lt::from_vector(values(Out), {Out}).requires_grad_(true);
+  const Tensor x = lt::from_vector(values(R * In), {R, In});
+  lt::optim::AdamW optimizer({w, b}, {});
+  // b is never multiplied: its copy is dropped at its first write. An i64 tensor is skipped.
+  lt::make_autocast_copies({w, b, x, x.to(DType::i64)});
+  lt::mark_step();
+  lt_test::settle();
+  for (int step = 0; step < 4; ++step) {
+    optimizer.zero_grad();
+    Tensor loss;
+    {
+      const lt::AutocastGuard autocast(DType::bf16);
+      const Tensor y = lt::linear(x, w, b);
+      loss = (y * y).mean();
+    }
+    loss.backward();
+    optimizer.step();
+    lt::mark_step();
+  }
+  lt::wait_device_ops();
+  EXPECT_EQ(lt_test::counter("UncachedCompile"), 1);
+}
+
+// Vectors, a 3-D input of linear and a bf16 leaf that requires grad: values and gradients
+// against double over the rounded operands; the bf16 leaf's gradient is bf16.
+TEST_F(AutocastTest, VectorsBatchesAndBf16LeavesGetTheirGradients) {
+  constexpr int64_t B = 2, L = 3, In = 7, Out = 5;
+  const std::vector<float> av = values(Out * In), vv = values(In), xv = values(B * L * In),
+                           gv = values(Out);
+  Tensor a = lt::from_vector(av, {Out, In}).requires_grad_(true);
+  Tensor v = lt::from_vector(vv, {In}).to(DType::bf16).requires_grad_(true);
+  Tensor x = lt::from_vector(xv, {B, L, In}).requires_grad_(true);
+  Tensor matvec, batch;
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    matvec = lt::matmul(a, v);  // [Out]
+    batch = lt::linear(x, a);   // [B, L, Out]
+  }
+  ASSERT_EQ(matvec.shape(), lt::Shape({Out}));
+  ASSERT_EQ(batch.shape(), lt::Shape({B, L, Out}));
+  const Tensor g = lt::from_vector(gv, {Out});
+  ((matvec * g).sum() + (batch * g).sum()).backward();
+  expect_close(doubles(matvec), product(rounded(av), rounded(vv), Out, In, 1), kF32Sums);
+  // d/da = g v^T + sum over the batch rows of g x_r^T; d/dv = a^T g; d/dx_r = a^T g.
+  const std::vector<double> g16 = rounded(gv), a16 = rounded(av), v16 = rounded(vv),
+                            x16 = rounded(xv);
+  std::vector<double> want_a(Out * In), want_x(B * L * In), want_v(In);
+  for (int64_t o = 0; o < Out; ++o) {
+    for (int64_t i = 0; i < In; ++i) {
+      want_a[o * In + i] = g16[o] * v16[i];
+      for (int64_t r = 0; r < B * L; ++r) want_a[o * In + i] += g16[o] * x16[r * In + i];
+      want_v[i] += a16[o * In + i] * g16[o];
+    }
+  }
+  for (int64_t r = 0; r < B * L; ++r) {
+    for (int64_t i = 0; i < In; ++i) want_x[r * In + i] = want_v[i];
+  }
+  expect_close(doubles(a.grad()), want_a, kF32Sums);
+  expect_close(doubles(x.grad()), want_x, kF32Sums);
+  EXPECT_EQ(v.grad().dtype(), DType::bf16);
+  expect_close(doubles(v.grad()), want_v, {1.0 / 128, 1e-5});  // the f32 sums rounded to bf16
+}
+
+// A product recorded without autocast keeps its full-precision backward when backward() runs
+// inside a guard.
+TEST_F(AutocastTest, BackwardFollowsThePrecisionTheForwardRecorded) {
+  constexpr int64_t M = 6, K = 9, N = 4;
+  const std::vector<float> av = values(M * K), bv = values(K * N), gv = values(M * N);
+  Tensor a = lt::from_vector(av, {M, K}).requires_grad_(true);
+  const Tensor b = lt::from_vector(bv, {K, N});
+  const Tensor y = lt::matmul(a, b);
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    (y * lt::from_vector(gv, {M, N})).sum().backward();
+  }
+  expect_close(doubles(a.grad()),
+               product(lt_test::widen(gv), transpose(lt_test::widen(bv), K, N), M, N, K), kF32Sums);
+}
+
+// A product refused at trace time makes no copy of its operands: nothing extra is computed.
+TEST_F(AutocastTest, ARefusedProductLeavesItsOperandsAsTheyWere) {
+  const Tensor a = lt::from_vector(values(6), {2, 3});
+  Tensor w = lt::from_vector(values(8), {2, 4}).requires_grad_(true);
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    EXPECT_THROW(lt::matmul(a, lt::from_vector(values(8), {4, 2})), lt::Error);
+    EXPECT_THROW(lt::linear(a, w), lt::Error);
+  }
+  const Tensor pending = a * 2.0;
+  lt::mark_step();
+  EXPECT_EQ(lt::last_step_stats().outputs, 1) << "a bf16 copy of a or w was computed";
+}
+
+// Copies of tensors written since their cast are dropped at mark_step unless a parameter's
+// copy was read (then it is cast again); the values read later are always current.
+TEST_F(AutocastTest, CopiesOfWrittenTensorsAreDroppedOrRefreshed) {
+  constexpr int64_t R = 4, In = 6, Out = 3;
+  const std::vector<float> xv = values(R * In), wv = values(Out * In);
+  Tensor x = lt::from_vector(xv, {R, In});
+  Tensor w = lt::from_vector(wv, {Out, In}).requires_grad_(true);
+  const Tensor w16 = w.to(DType::bf16);
+  Tensor y;
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    y = lt::linear(x, w16) + lt::linear(x.to(DType::bf16), w);  // copies of x and w
+  }
+  lt::mark_step();
+  const lt::NoGradGuard no_grad;
+  x.mul_(2.0);
+  w.mul_(2.0);
+  lt::mark_step();  // x's copy dropped; w's copy was read: cast again, one more output
+  EXPECT_EQ(lt::last_step_stats().outputs, 3) << "x, w and w's new copy";
+  w.mul_(0.5);
+  lt::mark_step();  // w's new copy was not read: dropped
+  EXPECT_EQ(lt::last_step_stats().outputs, 1) << "w alone";
+  std::vector<float> doubled = xv;
+  for (float& e : doubled) e *= 2;
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    expect_close(doubles(lt::linear(x, w)),
+                 product(rounded(doubled), rounded(wv), R, In, Out, /*trans_b=*/true), kF32Sums);
+  }
+}
+
+// Two threads train their own layers under autocast and cut the graph whenever they like (the
+// refresh of the kept copies runs inside each cut): both learn, and both match a run alone.
+TEST_F(AutocastTest, ThreadsTrainUnderAutocastWithTheirOwnCuts) {
+  constexpr int64_t R = 16, In = 12, Out = 4, kSteps = 12;
+  const std::vector<float> xv = values(R * In), wv = values(Out * In), tv = values(R * Out);
+  const auto train = [&] {
+    Tensor w = lt::from_vector(wv, {Out, In}).requires_grad_(true);
+    const Tensor x = lt::from_vector(xv, {R, In}), target = lt::from_vector(tv, {R, Out});
+    lt::optim::AdamWOptions options;
+    options.lr = 1e-2;
+    lt::optim::AdamW optimizer({w}, options);
+    std::vector<Tensor> losses;
+    for (int step = 0; step < kSteps; ++step) {
+      optimizer.zero_grad();
+      Tensor loss;
+      {
+        const lt::AutocastGuard autocast(DType::bf16);
+        const Tensor e = lt::linear(x, w) - target;
+        loss = (e * e).mean();
+      }
+      loss.backward();
+      optimizer.step();
+      losses.push_back(loss);
+      lt::mark_step();
+    }
+    std::vector<double> values;
+    for (const Tensor& l : losses) values.push_back(l.item());
+    return values;
+  };
+  const std::vector<double> alone = train();
+  std::vector<double> first, second;
+  std::thread other([&] { second = train(); });
+  first = train();
+  other.join();
+  EXPECT_LT(alone.back(), alone.front());
+  expect_close(first, alone, {1e-6, 0});
+  expect_close(second, alone, {1e-6, 0});
+}
+
 TEST_F(AutocastTest, BadOperandsAreRefusedAsWithoutAutocast) {
   const lt::AutocastGuard autocast(DType::bf16);
   const Tensor a = lt::from_vector(values(6), {2, 3});

@@ -453,6 +453,7 @@ TEST_F(BertTest, TinyBertUnderAutocastTracksTheFp32LossCurve) {
       "largest relative difference %.5f\n",
       static_cast<long long>(kSteps), fp32.front(), fp32.back(), bf16.front(), bf16.back(), worst);
   EXPECT_LE(worst, 0.002);
+  EXPECT_GT(worst, 0) << "autocast changed no loss: were the products in bf16?";
   EXPECT_LT(fp32.back(), fp32.front() - 1.0) << "the f32 run did not learn";
   EXPECT_LT(bf16.back(), bf16.front() - 1.0) << "the bf16 run did not learn";
 }

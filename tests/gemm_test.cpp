@@ -164,12 +164,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Types>& info) { return name(info.param); });
 
 // Runs `c` for each of the four transpose combinations.
-void check_transposes(const Types& dtype, Case c, uint32_t seed) {
+void check_transposes(const Types& types, Case c, uint32_t seed) {
   for (bool trans_a : {false, true}) {
     for (bool trans_b : {false, true}) {
       c.trans_a = trans_a;
       c.trans_b = trans_b;
-      check(dtype, c, seed++);
+      check(types, c, seed++);
     }
   }
 }

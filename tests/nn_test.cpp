@@ -197,6 +197,7 @@ TEST_F(Autograd, BackwardIsTracedNotRun) {
   EXPECT_EQ(counter("ExecuteComputation"), 0);
   lt::mark_step();
   EXPECT_FALSE(w.grad().is_pending());
+  lt::wait_device_ops();
 }
 
 TEST_F(Autograd, LongChainsReleaseWithoutRecursion) {

@@ -324,8 +324,10 @@ class Run {
     eval_batches_ = std::min(o.eval_batches, heldout_windows_.size() / o.batch);
     if (!o.resume_path.empty()) resume(trainer_, o);
     if (distributed::world_size() > 1) draw_per_rank();
-    // Initial values, loaded weights and restored state become device data now, so that the
-    // first training step traces the same graph as every later one.
+    // Initial values, loaded weights, restored state and the weights' bf16 copies (under
+    // --precision bf16) become device data now, so that the first training step traces the
+    // same graph as every later one.
+    if (compute_dtype() == DType::bf16) make_autocast_copies(trainer_.model->parameters());
     mark_step();
     wait_device_ops();
   }

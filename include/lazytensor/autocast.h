@@ -1,5 +1,8 @@
 #pragma once
+#include <vector>
+
 #include "lazytensor/dtype.h"
+#include "lazytensor/tensor.h"
 
 // Autocast, as torch.autocast("cpu", dtype=torch.bfloat16): while an AutocastGuard(DType::bf16)
 // lives on a thread, the matrix products traced there (matmul, bmm, linear, and the models'
@@ -12,10 +15,13 @@
 // lose bits; the next product's bf16 copy is written by the kernel that computes its operand.
 // Gradients follow the same rule: the backward products take bf16 copies of the output
 // gradient and of the saved bf16 operands and give f32 gradients, so a weight's gradient is
-// accumulated over the batch in f32.
+// accumulated over the batch in f32. A product's backward runs in the precision its forward
+// was recorded in, whatever the guard when backward() runs.
 //
 // A tensor's bf16 copy is kept with it while it lives and reused by every product until the
-// tensor is written (the query, key and value products of one input cast it once). For a
+// tensor is written (the query, key and value products of one input cast it once). The copy
+// belongs to the tensor object: a view taken anew for each product (`x @ w.t()`) casts again
+// each time (linear() reads its weight's own copy). For a
 // parameter (a leaf tensor that requires grad) written by a traced step (an optimizer's
 // update) whose copy was read since the copy was made, mark_step() traces the new copy into
 // the same graph: the copy is one more output of the kernel that updates the parameter, not a
@@ -40,5 +46,12 @@ class AutocastGuard {
 // The calling thread's autocast dtype: bf16 inside an AutocastGuard(DType::bf16), else f32.
 DType autocast_dtype();
 bool is_autocast_enabled();
+
+// Makes the kept bf16 copies of these f32 tensors (a model's parameters, inputs every step
+// multiplies) now, pending until the next mark_step(). Without it the first step traced under
+// autocast makes them, so its graph differs from every later step's (which read the copies)
+// and a run compiles twice; called before the first step, a run compiles its step once. Other
+// dtypes are skipped. A parameter no product reads loses its copy at its first write.
+void make_autocast_copies(const std::vector<Tensor>& tensors);
 
 }  // namespace lt

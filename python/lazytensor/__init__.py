@@ -5,7 +5,9 @@ it once (cached by its structure) and runs it asynchronously while Python traces
 Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them.
 """
 import builtins as _builtins
+import functools as _functools
 import operator as _operator
+import threading as _threading
 
 import numpy as _np
 
@@ -31,6 +33,7 @@ from ._C import (  # noqa: F401 (re-exported)
     generator_state,
     get_autocast_dtype,
     is_autocast_enabled,
+    make_autocast_copies,
     is_grad_enabled,
     kernel_cache_dir,
     kernel_cache_entries,
@@ -246,25 +249,27 @@ class autocast:
             raise Error(f"autocast: lazytensor's device is 'cpu', not {device_type!r}")
         self._dtype = (bfloat16 if dtype is None else dtype) if enabled else float32
         _C._AutocastScope(self._dtype)  # refuses a dtype autocast has no products for, now
-        self._scopes = []
+        # A scope per entry, per thread: one object may be entered again while inside itself,
+        # and from several threads (a decorated function), each restoring its own state.
+        self._local = _threading.local()
 
     def __enter__(self):
-        # A scope per entry, so that one object can be entered again while inside itself.
         scope = _C._AutocastScope(self._dtype)
         scope.enter()
-        self._scopes.append(scope)
+        if not hasattr(self._local, "scopes"):
+            self._local.scopes = []
+        self._local.scopes.append(scope)
         return self
 
     def __exit__(self, *exc):
-        self._scopes.pop().exit()
+        self._local.scopes.pop().exit()
         return False
 
     def __call__(self, fn):
+        @_functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self:
                 return fn(*args, **kwargs)
-        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
-        wrapper.__doc__ = getattr(fn, "__doc__", None)
         return wrapper
 
 

@@ -819,6 +819,7 @@ void bind_functional(nb::module_& m) {
       .def("exit", [](AutocastScope& scope) { scope.guard.reset(); });
   m.def("is_autocast_enabled", &lt::is_autocast_enabled);
   m.def("get_autocast_dtype", &lt::autocast_dtype);
+  m.def("make_autocast_copies", &lt::make_autocast_copies, "tensors"_a);
   m.def(
       "grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

@@ -17,6 +17,7 @@
 #include "runtime/device_data.h"
 #include "runtime/graph_signature.h"
 #include "runtime/trace_lock.h"
+#include "trace/autocast.h"
 
 namespace lt::runtime {
 
@@ -255,6 +256,9 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
 
 void sync_pending() {
   const CutScope cut("mark_step");
+  // Parameters updated in this step get their autocast copies here, in the kernels that
+  // update them.
+  trace::refresh_autocast_copies();
   // Taken under the cut: a tensor another thread makes pending now is in this graph or waits.
   sync_locked(pending_tensors(), /*allow_donation=*/true);
 }

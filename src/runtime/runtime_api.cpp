@@ -8,14 +8,10 @@
 #include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
 #include "runtime/trace_lock.h"
-#include "trace/autocast.h"
 
 namespace lt {
 
 void mark_step() {
-  // Parameters updated in this step get their autocast copies here, in the kernels that
-  // update them.
-  trace::refresh_autocast_copies();
   runtime::sync_pending();
 }
 

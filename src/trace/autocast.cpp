@@ -26,10 +26,25 @@ std::mutex& copies_mutex() {
   return *mu;
 }
 
-// The tensors that keep a copy (weak: a parameter that dies takes its copy with it).
-std::vector<std::weak_ptr<TensorImpl>>& kept() {
-  static auto* tensors = new std::vector<std::weak_ptr<TensorImpl>>();
-  return *tensors;
+// The tensors that keep a copy (weak: a tensor that dies takes its copy with it), pruned at
+// every mark_step and, between them, whenever the list has doubled.
+struct KeptList {
+  std::vector<std::weak_ptr<TensorImpl>> tensors;
+  size_t after_pruning = 0;
+};
+
+KeptList& kept() {
+  static auto* list = new KeptList();
+  return *list;
+}
+
+void remember(const std::shared_ptr<TensorImpl>& impl) {
+  KeptList& list = kept();
+  if (list.tensors.size() >= 2 * list.after_pruning + 64) {
+    std::erase_if(list.tensors, [](const auto& weak) { return weak.expired(); });
+    list.after_pruning = list.tensors.size();
+  }
+  list.tensors.push_back(impl);
 }
 
 bool castable(DType dtype) {
@@ -59,6 +74,15 @@ bool is_autocast_enabled() {
   return t_autocast_dtype != DType::f32;
 }
 
+void make_autocast_copies(const std::vector<Tensor>& tensors) {
+  const runtime::TraceScope scope("make_autocast_copies");
+  for (const Tensor& t : tensors) {
+    // Not read yet: a parameter no product reads (an embedding table, a layer norm's weight)
+    // loses its copy at the first write instead of having it cast again every step.
+    if (t.dtype() == DType::f32) trace::kept_copy(t, /*read=*/false);
+  }
+}
+
 namespace trace {
 
 bool autocasts(const ir::NodePtr& a, const ir::NodePtr& b) {
@@ -84,39 +108,44 @@ Tensor bf16_copy(const Tensor& x) {
 }
 
 Tensor autocast_operand(const Tensor& x) {
-  if (x.dtype() == DType::bf16) return x;
+  return x.dtype() == DType::bf16 ? x : kept_copy(x, /*read=*/true);
+}
+
+Tensor kept_copy(const Tensor& x, bool read) {
   const NoGradGuard no_grad;
   // Every tensor keeps its copy while it lives (the query, key and value products of one
-  // input cast it once); parameters are also listed for the refresh at mark_step.
-  const bool parameter = x.requires_grad() && x.is_leaf();
+  // input cast it once), listed for mark_step's refresh.
   TensorImpl& impl = *x.impl();
   const std::lock_guard<std::mutex> lock(copies_mutex());
   const uint64_t writes = impl.writes.load(std::memory_order_relaxed);
   if (impl.autocast_copy && impl.autocast_copy_writes == writes) {
-    impl.autocast_copy_read = true;
+    impl.autocast_copy_read = impl.autocast_copy_read || read;
     return Tensor(impl.autocast_copy);
   }
-  if (parameter && !impl.autocast_copy) kept().push_back(x.impl());
+  if (!impl.autocast_copy) remember(x.impl());
   const Tensor copy = bf16_copy(x);
   impl.autocast_copy = copy.impl();
   impl.autocast_copy_writes = writes;
-  impl.autocast_copy_read = true;
+  impl.autocast_copy_read = read;
   return copy;
 }
 
 void refresh_autocast_copies() {
-  // New IR is made below: the trace lock is held as an op holds it, so that no other
-  // thread's cut rebinds a tensor while it is read; taken before the copies' mutex, in the
-  // order autocast_operand (inside an op) takes them.
-  const runtime::TraceScope scope("mark_step", runtime::TraceScope::Purpose::read);
+  // Called under the cut (the trace lock held exclusively, so no op on any thread reads or
+  // rebinds a tensor meanwhile); the copies' mutex is taken after the trace lock, as by
+  // kept_copy inside an op.
   const std::lock_guard<std::mutex> lock(copies_mutex());
-  std::vector<std::weak_ptr<TensorImpl>>& tensors = kept();
-  std::erase_if(tensors, [](const std::weak_ptr<TensorImpl>& weak) {
+  KeptList& list = kept();
+  std::erase_if(list.tensors, [](const std::weak_ptr<TensorImpl>& weak) {
     const std::shared_ptr<TensorImpl> impl = weak.lock();
     if (!impl || !impl->autocast_copy) return true;
     const uint64_t writes = impl->writes.load(std::memory_order_relaxed);
     if (impl->autocast_copy_writes == writes) return false;
-    if (!impl->autocast_copy_read) {
+    // Written since its cast. A parameter (a leaf that requires grad, now) whose copy was
+    // read gets its new copy in this graph; any other copy is dropped, so that a stale one
+    // is neither computed by this cut nor kept.
+    const Tensor tensor(impl);
+    if (!impl->autocast_copy_read || !tensor.requires_grad() || !tensor.is_leaf()) {
       impl->autocast_copy.reset();
       return true;
     }
@@ -125,6 +154,7 @@ void refresh_autocast_copies() {
     impl->autocast_copy_read = false;
     return false;
   });
+  list.after_pruning = list.tensors.size();
 }
 
 }  // namespace trace

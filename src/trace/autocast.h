@@ -14,8 +14,12 @@ Tensor bf16_copy(const Tensor& x);
 // x as a product's operand under autocast: x itself when bf16, else its bf16 copy, kept with
 // x and made now if missing or stale (x written since). Records no grad.
 Tensor autocast_operand(const Tensor& x);
-// Before a mark_step's cut: the kept copies of parameters written since their cast, and read
-// since, are cast again in the graph about to be cut; those not read are dropped.
+// x's kept bf16 copy (x f32), made now if missing or stale; `read`: a product reads it (a
+// parameter's copy not read between two writes is dropped at mark_step).
+Tensor kept_copy(const Tensor& x, bool read);
+// Inside a mark_step's cut (the trace lock held exclusively), before the graph is taken: the
+// kept copies of parameters written since their cast, and read since, are cast again in the
+// graph about to be cut; other copies of tensors written since their cast are dropped.
 void refresh_autocast_copies();
 
 }  // namespace lt::trace

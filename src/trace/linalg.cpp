@@ -3,6 +3,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "lazytensor/autocast.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
 #include "runtime/tensor_impl.h"
@@ -33,10 +34,10 @@ void check_operands(const char* op, const ir::NodePtr& a, const ir::NodePtr& b) 
   }
 }
 
-// The product node of a [..., M, K] and b [..., K, N] (both of rank >= 2, one dtype), batch
-// dims broadcast, with a `result` dtype; no gradient recorded.
-Tensor product(const Tensor& a, const Tensor& b, DType result, const char* op) {
-  ir::NodePtr va = trace::value_of(a, op), vb = trace::value_of(b, op);
+// The shape of the product of a [..., M, K] and b [..., K, N] (both of rank >= 2), batch dims
+// broadcast; lt::Error when they cannot be multiplied or the result of `result` dtype does not
+// fit the device.
+Shape product_shape(const ir::NodePtr& va, const ir::NodePtr& vb, DType result, const char* op) {
   const Shape &sa = va->shape, &sb = vb->shape;
   const int64_t m = sa[sa.rank() - 2], k = sa[sa.rank() - 1];
   const int64_t k2 = sb[sb.rank() - 2], n = sb[sb.rank() - 1];
@@ -53,7 +54,14 @@ Tensor product(const Tensor& a, const Tensor& b, DType result, const char* op) {
   sizes.push_back(n);
   const Shape shape(sizes);
   trace::check_fits(op, shape, result, *va->device);
-  return trace::make_tensor(ir::make_node(ir::OpKind::MatMul, result, shape, {va, vb}));
+  return shape;
+}
+
+// The product node of a and b (one dtype) with a `result` dtype; no gradient recorded.
+Tensor product(const Tensor& a, const Tensor& b, DType result, const char* op) {
+  ir::NodePtr va = trace::value_of(a, op), vb = trace::value_of(b, op);
+  return trace::make_tensor(
+      ir::make_node(ir::OpKind::MatMul, result, product_shape(va, vb, result, op), {va, vb}));
 }
 
 // Autocast's product: bf16 operands, f32 result.
@@ -75,6 +83,8 @@ Tensor right_gradient(const Tensor& a, const Tensor& g, const Shape& b_shape, Mu
 // Under autocast: the product of bf16 copies into f32, and a backward of the same kind (bf16
 // copies of the output gradient against the saved bf16 operands, f32 gradients).
 Tensor autocast_product(const Tensor& a, const Tensor& b, const char* op) {
+  // Checked before any copy is made: a refused product leaves its operands as they were.
+  product_shape(trace::value_of(a, op), trace::value_of(b, op), DType::f32, op);
   const Tensor a16 = trace::autocast_operand(a), b16 = trace::autocast_operand(b);
   Tensor out = mixed_product(a16, b16, op);
   if (!autograd::needs_grad({&a, &b})) return out;
@@ -100,6 +110,8 @@ Tensor batched_product(const Tensor& a, const Tensor& b, const char* op) {
   if (!autograd::needs_grad({&a, &b})) return out;
   return autograd::record(
       op, out, {&a, &b}, [sa_ = autograd::saved(a), sb_ = autograd::saved(b)](const Tensor& g) {
+        // In full precision, as recorded, even when backward() runs under autocast.
+        const AutocastGuard full_precision(DType::f32);
         const Tensor ga = autograd::sum_to(matmul(g, sb_.transpose(-1, -2)), sa_.shape());
         const auto multiply = [](const Tensor& x, const Tensor& y) { return matmul(x, y); };
         return Gradients{ga, right_gradient(sa_, g, sb_.shape(), multiply)};
@@ -146,8 +158,11 @@ namespace {
 // linear under autocast: the weight's kept bf16 copy, transposed in place by the GEMM.
 Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operands("linear", trace::value_of(x, "linear"), trace::value_of(weight, "linear"));
-  const Tensor x16 = trace::autocast_operand(x), w16 = trace::autocast_operand(weight);
   const bool vector = x.dim() == 1;
+  // Checked before any copy is made: a refused product leaves its operands as they were.
+  product_shape(trace::value_of(vector ? x.unsqueeze(0) : x, "linear"),
+                trace::value_of(weight.t(), "linear"), DType::f32, "linear");
+  const Tensor x16 = trace::autocast_operand(x), w16 = trace::autocast_operand(weight);
   Tensor product = mixed_product(vector ? x16.unsqueeze(0) : x16, w16.t(), "linear");
   if (vector) product = product.squeeze(0);
   if (autograd::needs_grad({&x, &weight})) {
@@ -198,6 +213,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     product = autograd::record(
         "linear", product, {&x, &weight},
         [xs = autograd::saved(x), ws = autograd::saved(weight)](const Tensor& g) {
+          const AutocastGuard full_precision(DType::f32);  // as recorded
           const int64_t in = ws.shape()[1], out = ws.shape()[0];
           return Gradients{matmul(g, ws), matmul(g.reshape({-1, out}).t(), xs.reshape({-1, in}))};
         });

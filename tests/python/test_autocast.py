@@ -87,3 +87,30 @@ def test_a_layer_trains_under_autocast_like_float32(rng):
     fp32, autocast = train(False), train(True)
     assert autocast[-1] < autocast[0] * 0.9
     np.testing.assert_allclose(autocast, fp32, rtol=1e-2)
+    assert not np.array_equal(autocast, fp32), "autocast changed no loss"
+
+
+def test_decorated_function_from_threads_restores_each_threads_state():
+    import threading
+    seen, errors = [], []
+
+    @lt.autocast()
+    def inside():
+        seen.append(lt.is_autocast_enabled())
+
+    def worker():
+        try:
+            for _ in range(50):
+                inside()
+                if lt.is_autocast_enabled():
+                    errors.append("left on")
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and all(seen) and len(seen) == 200
+    assert not lt.is_autocast_enabled()

@@ -284,20 +284,20 @@ void onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t 
 }
 
 // oneDNN's bf16 matmul needs AVX512 (avx512_core) or newer; elsewhere (or below
-// ONEDNN_MAX_CPU_ISA) it has none, and bf16 goes through sgemm.
-bool onednn_has_bf16_matmul() {
-  static const bool has = [] {
+// ONEDNN_MAX_CPU_ISA) it has none, and bf16 goes through sgemm. Asked per result dtype (bf16
+// or f32): a build could have one without the other.
+bool onednn_has_bf16_matmul(DType result) {
+  const auto probe = [](DType into) {
     try {
-      for (DType result : {DType::bf16, DType::f32}) {
-        make_matmul({DType::bf16, result, false, false, 1, 1, 1, 1, 1, 1,
-                     std::bit_cast<uint64_t>(1.0), std::bit_cast<uint64_t>(0.0)});
-      }
+      make_matmul({DType::bf16, into, false, false, 1, 1, 1, 1, 1, 1, std::bit_cast<uint64_t>(1.0),
+                   std::bit_cast<uint64_t>(0.0)});
       return true;
     } catch (const dnnl::error&) {
       return false;
     }
-  }();
-  return has;
+  };
+  static const bool into_bf16 = probe(DType::bf16), into_f32 = probe(DType::f32);
+  return result == DType::f32 ? into_f32 : into_bf16;
 }
 
 const char* onednn_name() {
@@ -388,7 +388,7 @@ void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int6
       return;
     default:  // bf16
 #ifdef LT_HAVE_ONEDNN
-      if (onednn_has_bf16_matmul()) {
+      if (onednn_has_bf16_matmul(result)) {
         onednn_gemm(dtype, result, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
       }
@@ -422,7 +422,7 @@ const char* gemm_library(DType dtype) {
 #endif
     case DType::bf16:
 #ifdef LT_HAVE_ONEDNN
-      if (onednn_has_bf16_matmul()) return onednn_name();
+      if (onednn_has_bf16_matmul(DType::bf16)) return onednn_name();
 #endif
       return openblas_name();
     default:

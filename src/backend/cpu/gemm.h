@@ -7,13 +7,13 @@ namespace lt::backend::cpu {
 
 // C = alpha * op(A) * op(B) + beta * C, row-major. op(A) is m x k (A is m x k with row stride
 // lda, or k x m when trans_a), op(B) is k x n (B is k x n with row stride ldb, or n x k when
-// trans_b); C is m x n with row stride ldc. A and B hold `operands`, C holds `result`: f32, f64
+// trans_b); C is m x n with row stride ldc. A and B hold `dtype`, C holds `result`: f32, f64
 // or bf16 throughout, or bf16 operands with an f32 result (autocast's products: the f32 sums
 // are stored without rounding). bf16 is stored as uint16_t bits and accumulated in f32.
 // beta == 0 means C is not read (may hold garbage/NaN). Safe to call from several threads at
 // once. Throws lt::Error ("matmul: ...") for other dtypes and for a row stride shorter than
 // its row.
-void gemm(DType operands, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
           void* c, int64_t ldc);
 
