@@ -168,6 +168,8 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"ge", x.ge(x.clamp_min(-0.5)), arithmetic},
       {"where", lt::where(x.gt(0.0), y, w), arithmetic},
       // Iota and Uniform: a Philox draw, bit for bit the reference's.
+      {"rand", lt::rand(x.shape(), x.dtype()), arithmetic},
+      // Bernoulli draws from the hash, bit for bit the reference's.
       {"dropout", lt::dropout(x, 0.3), arithmetic},
       // The random bits are the reference's too: the same bf16 values, bit for bit.
       {"stochastic_round", lt::stochastic_round(x * y), arithmetic},

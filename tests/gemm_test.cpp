@@ -180,6 +180,14 @@ TEST_P(GemmTest, MatchesTheReferenceForEveryTransposition) {
   check_transposes(GetParam(), {.m = 70, .n = 65, .k = 129, .pad = 0, .alpha = 1, .beta = 0}, 11);
 }
 
+// Past 1024 rows or columns of C and 512 terms per sum: bf16 without a bf16 kernel multiplies
+// block by block, beta applied once and the later blocks of sums accumulated.
+TEST_P(GemmTest, ShapesCrossingTheBlocksOfTheFallback) {
+  check_transposes(GetParam(), {.m = 1030, .n = 3, .k = 600, .pad = 3, .alpha = -1.5, .beta = 0.75},
+                   91);
+  check_transposes(GetParam(), {.m = 5, .n = 1027, .k = 1100, .pad = 0, .alpha = 1, .beta = 0}, 95);
+}
+
 TEST_P(GemmTest, RowStridesLongerThanTheRows) {
   check_transposes(GetParam(), {.m = 17, .n = 29, .k = 13, .pad = 5, .alpha = 1, .beta = 0}, 21);
   check_transposes(GetParam(), {.m = 17, .n = 29, .k = 13, .pad = 3, .alpha = 1, .beta = 1}, 31);

@@ -240,6 +240,54 @@ TEST_F(RowGroups, SoftmaxLayerNormAndCrossEntropyRunRowBlocksWithTheSameValues) 
   }
 }
 
+// Cross-entropy over a language model's head (logits of [batch, sequence, classes] seen as
+// [rows, classes]) with its backward pass: the row max, the pick of the target's logit, the sum
+// of exponentials and the gradient are one row group, so the logits are read from memory once
+// (the pick reads them from cache). Checked in the profiler's timeline, whose launch events
+// name what each launch computed.
+TEST_F(RowGroups, CrossEntropyReadsTheLogitsInOneGroup) {
+  const lt_test::Restore restore([] { lt::profiler::stop(); });
+  const Tensor hidden = lt::from_vector(values(4 * 16 * 8), {4, 16, 8});
+  const Tensor weight = lt::from_vector(values(40 * 8), {40, 8}).requires_grad_();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 64; ++i) ids.push_back(i * 7 % 40);
+  const Tensor targets = lt::from_vector(ids, {64});
+  lt::mark_step();
+  const Tensor logits = lt::matmul(hidden, weight.t());
+  const Tensor loss = lt::cross_entropy(logits.view({-1, 40}), targets);
+  loss.backward();
+  lt::profiler::start();
+  lt::mark_step();
+  lt::wait_device_ops();
+  lt::profiler::stop();
+  const lt_test::TempDir dir;
+  const std::string path = (dir.path() / "trace.json").string();
+  lt::profiler::write_chrome_trace(path);
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  const std::string row_reduction = "over [64, 40] (dims 1)";
+  int groups = 0;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "launch") continue;
+    const std::string detail = event["args"].value("detail", "");
+    SCOPED_TRACE(event.value("name", "") + ": " + detail);
+    EXPECT_FALSE(detail.empty());
+    if (event["name"] == "reduction kernel") {
+      EXPECT_EQ(detail.find(row_reduction), std::string::npos);
+    }
+    if (event["name"] != "row group" || detail.find(row_reduction) == std::string::npos) continue;
+    ++groups;
+    int reductions = 0;
+    for (size_t at = detail.find(row_reduction); at != std::string::npos;
+         at = detail.find(row_reduction, at + 1)) {
+      ++reductions;
+    }
+    EXPECT_EQ(reductions, 3);  // the max, the target's logit and the sum of exponentials
+  }
+  EXPECT_EQ(groups, 1);
+  EXPECT_TRUE(std::isfinite(loss.item()));
+}
+
 class Memory : public lt_test::EngineTest {};
 
 // cross_entropy keeps the logits and two numbers per row for its backward pass, and the
@@ -306,6 +354,55 @@ TEST_F(Dropout, MasksAreFreshEachCallReproducibleFromTheSeedAndScaled) {
   // 1024 expected; 6 standard deviations is about 166.
   EXPECT_NEAR(zeros, 1024, 166);
   EXPECT_EQ(lt::dropout(x, 0.25, /*train=*/false).to_vector(), x.to_vector());
+}
+
+// The masks' generator (a 32-bit hash of the position and the draw's key): each probability is
+// kept at its rate, neighbours and the masks of two draws are independent, and bf16 and f64
+// inputs get masks of their own dtype. Bounds are 6 standard deviations.
+TEST_F(Dropout, MasksKeepTheirRateAndAreIndependentAcrossPositionsAndDraws) {
+  constexpr int64_t kRows = 2048, kCols = 128;  // attention's rows: a mask per row of 128
+  const double n = static_cast<double>(kRows * kCols);
+  const Tensor x = lt::ones({kRows, kCols});
+  for (double p : {0.1, 0.5, 0.9}) {
+    SCOPED_TRACE("p = " + std::to_string(p));
+    const double q = 1 - p;
+    const std::vector<float> a = lt::dropout(x, p).to_vector();
+    const std::vector<float> b = lt::dropout(x, p).to_vector();
+    double kept = 0, kept_pairs = 0, agree = 0;
+    std::vector<double> kept_in_column(kCols, 0);
+    for (int64_t i = 0; i < kRows * kCols; ++i) {
+      const bool keep = a[i] != 0;
+      kept += keep;
+      kept_in_column[i % kCols] += keep;
+      if (i + 1 < kRows * kCols) kept_pairs += keep && a[i + 1] != 0;
+      agree += keep == (b[i] != 0);
+    }
+    EXPECT_NEAR(kept / n, q, 6 * std::sqrt(q * (1 - q) / n));
+    EXPECT_NEAR(kept_pairs / (n - 1), q * q, 6 * std::sqrt(q * q * (1 - q * q) / n) * 2);
+    const double agree_rate = q * q + p * p;
+    EXPECT_NEAR(agree / n, agree_rate, 6 * std::sqrt(agree_rate * (1 - agree_rate) / n));
+    // The same rate at every position of a row (no column pattern from the low bits).
+    const double column_sd = std::sqrt(q * (1 - q) / kRows);
+    for (int64_t c = 0; c < kCols; ++c) {
+      EXPECT_NEAR(kept_in_column[c] / kRows, q, 6 * column_sd) << "column " << c;
+    }
+  }
+  for (lt::DType dtype : {lt::DType::bf16, lt::DType::f64}) {
+    SCOPED_TRACE(lt::dtype_name(dtype));
+    const Tensor y = lt::dropout(lt::ones({4096}, dtype), 0.3);
+    EXPECT_EQ(y.dtype(), dtype);
+    const std::vector<double> values = y.to(lt::DType::f64).to_vector<double>();
+    const double scale = lt::ones({1}, dtype).mul(1 / 0.7).item();  // rounded as dropout's
+    int zeros = 0;
+    for (double v : values) {
+      if (v == 0) {
+        ++zeros;
+      } else {
+        EXPECT_EQ(v, scale);
+      }
+    }
+    EXPECT_NEAR(zeros, 0.3 * 4096, 6 * std::sqrt(0.3 * 0.7 * 4096));
+  }
 }
 
 TEST_F(Dropout, ANewMaskEveryStepNeverRecompiles) {

@@ -614,6 +614,41 @@ TEST_P(ReductionTest, OverDims) {
   }
 }
 
+// Reductions over leading dims (a bias's gradient over the batch) fold rows of neighbouring
+// columns: rows wider than a block of columns, an input read through a transposed view, a
+// broadcast one, and a NaN in one column (which must stay in that column).
+TEST_P(ReductionTest, OverLeadingDimsOfWideRows) {
+  const ReductionCase& c = GetParam();
+  const Shape shape{7, 3, 700};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Input x = uniform(shape, -3, 3, dtype);
+    for (const std::vector<int>& dims : std::vector<std::vector<int>>{{0}, {0, 1}}) {
+      SCOPED_TRACE(std::string(lt::dtype_name(dtype)) + " dims " + dims_str(dims));
+      const Reduced want = reduce(x.values, shape, dims, false, c.kind);
+      check(c.over(x.tensor, dims, false), want.shape, dtype, want.values, reduce_tol(dtype));
+    }
+    // [2100, 7] stored transposed: its columns are the view's rows.
+    const Shape flat{7, 2100};
+    const Tensor transposed = x.tensor.reshape({7, 2100}).t().contiguous().t();
+    const Reduced columns = reduce(x.values, flat, {0}, false, c.kind);
+    check(c.over(transposed, {0}, false), columns.shape, dtype, columns.values, reduce_tol(dtype));
+    // A row broadcast down the columns, added before the fold.
+    const Input row = uniform(Shape{2100}, -1, 1, dtype);
+    std::vector<double> sums(x.values.size());
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] = x.values[i] + row.values[i % 2100];
+    const Reduced broadcast = reduce(sums, flat, {0}, false, c.kind);
+    check(c.over(x.tensor.reshape({7, 2100}) + row.tensor, {0}, false), broadcast.shape, dtype,
+          broadcast.values, reduce_tol(dtype));
+    // A NaN stays in its own column.
+    std::vector<double> with_nan = x.values;
+    with_nan[2 * 2100 + 823] = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> folded =
+        c.over(lt::from_vector(with_nan, shape).to(dtype), {0}, false).to_vector<double>();
+    EXPECT_TRUE(std::isnan(folded[823]));
+    EXPECT_FALSE(std::isnan(folded[822]) || std::isnan(folded[824]));
+  }
+}
+
 // The reduced values come from pending elementwise ops, which a compiler may fuse in.
 TEST_P(ReductionTest, OfAPendingExpression) {
   const ReductionCase& c = GetParam();

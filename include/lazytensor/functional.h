@@ -41,8 +41,9 @@ enum class GeluApproximation { none, tanh };
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::none);
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when `train`.
-// The mask comes from a counter-based generator (Philox4x32-10) whose seed and offset are
-// kernel arguments: a new mask every call, never a recompile, the same masks from the same
+// The mask comes from a counter-based generator (a 32-bit integer hash of the element's
+// position under a key mixed from the seed and the draw's offset) whose key is a kernel
+// argument: a new mask every call, never a recompile, the same masks from the same
 // seed. Its state is set by manual_seed and saved by generator_state.
 Tensor dropout(const Tensor& x, double p, bool train = true);
 

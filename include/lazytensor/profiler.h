@@ -18,6 +18,9 @@ void set_thread_name(const std::string& name);
 class Scope {
  public:
   Scope(const char* name, const char* category);
+  // `detail` (which must outlive the scope) is written as the event's args.detail: what a
+  // launch computed, say. Read only while the profiler is on.
+  Scope(const char* name, const char* category, const std::string& detail);
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -25,6 +28,7 @@ class Scope {
  private:
   const char* name_;
   const char* category_;
+  const std::string* detail_ = nullptr;
   long long start_ns_;
 };
 

@@ -82,7 +82,10 @@ bool result_is_exact(const KernelProgram& program, const Instr& instr) {
 bool rounded_in_kernel(const KernelProgram& program, int32_t r) {
   const Instr& instr = program.instrs[r];
   if (instr.kind != InstrKind::Op || instr.op == ir::OpKind::Iota) return false;
-  if (instr.op == ir::OpKind::Cast || instr.op == ir::OpKind::StochasticRound) return true;
+  if (instr.op == ir::OpKind::Cast || instr.op == ir::OpKind::StochasticRound ||
+      instr.op == ir::OpKind::Bernoulli) {
+    return true;
+  }
   if (instr.op == ir::OpKind::Where) {
     // where(true, value, old), trace::overwrite's: the value it always selects.
     const Instr& condition = program.instrs[instr.args[0]];
@@ -141,6 +144,16 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
         if (instr.op == ir::OpKind::StochasticRound) {
           body += "    " + decl + "lt_kernel::lt_round_bf16_stochastic(" + reg(instr.args[0]) +
                   ", " + reg(instr.args[1]) + ", position, " + std::to_string(instr.index) + ");\n";
+          counts_positions = true;
+          break;
+        }
+        if (instr.op == ir::OpKind::Bernoulli) {
+          if (!info.floating) {
+            throw Error(std::string("codegen: Bernoulli draws need a floating dtype, not ") +
+                        info.name);
+          }
+          body += "    " + decl + "lt_kernel::lt_bernoulli<" + info.c_register + ">(" +
+                  reg(instr.args[0]) + ", " + reg(instr.args[1]) + ", position);\n";
           counts_positions = true;
           break;
         }

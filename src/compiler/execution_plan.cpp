@@ -54,14 +54,27 @@ bool starts_with(const Shape& shape, const std::vector<int64_t>& prefix) {
 }
 
 // Reorders launches so that row groups are consecutive, and marks them. A group starts with a
-// reduction over trailing dims; a later launch joins it if it iterates the same leading dims and
+// reduction over trailing dims; a later launch joins it if it iterates the same leading dims,
 // reads the group's results only through same-rank values with those leading dims (row for
-// row). A launch that reads none of the group's results may run before the whole group.
+// row), and reads a group result or a value the group already reads row for row (cross-entropy's
+// pick of the target's logit reads the logits the group's max and sum read: inside the group
+// it reads them from cache). A launch that reads neither may run before the whole group.
 void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   std::vector<PlannedLaunch> ordered;
   std::vector<PlannedLaunch> group;
   std::vector<int64_t> rows;
-  std::set<uint32_t> written;  // nodes the open group writes
+  std::set<uint32_t> written;    // nodes the open group writes
+  std::set<uint32_t> read_rows;  // storage its launches read row for row
+  // Whether `kernel` reads `node` row for row: a value (or a reshape of all of a storage, as
+  // the MLM head's [1024, 30522] logits of a [8, 128, 30522] result) whose leading dims are
+  // the group's rows.
+  auto row_for_row = [&](const Kernel& kernel, uint32_t node, bool reshape_allowed) {
+    const ir::Node& value = graph.node(node);
+    const bool in_place =
+        reshape_allowed ? reads_storage_in_order(graph, node) : !ir::is_view(value.op);
+    return in_place && value.shape.rank() == kernel.iteration_shape.rank() &&
+           starts_with(value.shape, rows);
+  };
   auto reads_group = [&](const PlannedLaunch& launch) {
     for (uint32_t k : launch.kernels) {
       for (uint32_t node : plan.kernels[k].input_nodes) {
@@ -77,22 +90,26 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     if (kernel.program.reduce != ReduceKind::None && reduced_rows(plan, launch) != rows) {
       return false;
     }
-    bool reads_group_rows = false;
+    bool shares_rows = false;
     for (uint32_t node : kernel.input_nodes) {
-      if (!written.count(storage_node(graph, node))) continue;
-      const ir::Node& value = graph.node(node);
-      if (ir::is_view(value.op) || value.shape.rank() != kernel.iteration_shape.rank() ||
-          !starts_with(value.shape, rows)) {
-        return false;
+      const uint32_t storage = storage_node(graph, node);
+      if (written.count(storage)) {
+        if (!row_for_row(kernel, node, false)) return false;
+        shares_rows = true;
+      } else if (read_rows.count(storage) && row_for_row(kernel, node, true)) {
+        shares_rows = true;
       }
-      reads_group_rows = true;
     }
-    // A launch that reads nothing of the group gains nothing inside it: it runs before it.
-    return reads_group_rows;
+    // A launch that shares no rows with the group gains nothing inside it: it runs before it.
+    return shares_rows;
   };
   auto add_to_group = [&](PlannedLaunch launch) {
     for (uint32_t k : launch.kernels) {
-      for (uint32_t node : plan.kernels[k].output_nodes) written.insert(node);
+      const Kernel& kernel = plan.kernels[k];
+      for (uint32_t node : kernel.output_nodes) written.insert(node);
+      for (uint32_t node : kernel.input_nodes) {
+        if (row_for_row(kernel, node, true)) read_rows.insert(storage_node(graph, node));
+      }
     }
     group.push_back(std::move(launch));
   };
@@ -105,6 +122,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     for (PlannedLaunch& launch : group) ordered.push_back(std::move(launch));
     group.clear();
     written.clear();
+    read_rows.clear();
     rows.clear();
   };
   for (PlannedLaunch& launch : plan.launches) {

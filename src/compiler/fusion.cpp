@@ -110,11 +110,13 @@ std::vector<Kernel> partition(const ir::Graph& graph, const FusionOptions& optio
   // same shape) are recomputed inside the reductions instead of being written out, unless
   // that would make a reduction's program longer than max_ops: then they are materialized.
   std::vector<char> folded(n, 0), unfoldable(n, 0);
-  // An Iota's values (and a stochastic rounding's random bits) are functions of positions in
-  // its kernel's iteration space, which a reduction walks in another order: never folded.
+  // An Iota's values (and the random bits of a stochastic rounding or a Bernoulli draw) are
+  // functions of positions in its kernel's iteration space, which a reduction walks in another
+  // order: never folded.
   for (uint32_t i = 0; i < n; ++i) {
+    const ir::OpKind op = graph.node(i).op;
     unfoldable[i] =
-        graph.node(i).op == ir::OpKind::Iota || graph.node(i).op == ir::OpKind::StochasticRound;
+        op == ir::OpKind::Iota || op == ir::OpKind::StochasticRound || op == ir::OpKind::Bernoulli;
   }
   auto fold = [&] {
     for (size_t r = n; r-- > 0;) {

@@ -134,6 +134,18 @@ void round_stochastic(const void* src, const void* key, void* dst, int64_t first
   }
 }
 
+// Bernoulli draws in registers of T, with the key and the probability in f64 registers.
+template <class T>
+void draw_bernoulli(const void* key, const void* probability, void* dst, int64_t first, int64_t n) {
+  const double* keys = static_cast<const double*>(key);
+  const double* probabilities = static_cast<const double*>(probability);
+  RegisterOf<T>* out = static_cast<RegisterOf<T>*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = lt_kernel::lt_bernoulli<RegisterOf<T>>(keys[i], probabilities[i],
+                                                    static_cast<unsigned int>(first + i));
+  }
+}
+
 // How one instruction runs, chosen for its dtypes when the kernel is built.
 struct Step {
   size_t input_size = 0;        // Input: bytes per element in memory
@@ -145,6 +157,9 @@ struct Step {
   using RoundFn = void (*)(const void* src, const void* key, void* dst, int64_t first, int64_t n,
                            int half);
   RoundFn round = nullptr;  // StochasticRound
+  using DrawFn = void (*)(const void* key, const void* probability, void* dst, int64_t first,
+                          int64_t n);
+  DrawFn draw = nullptr;  // Bernoulli
 };
 
 struct OutputStore {
@@ -187,6 +202,19 @@ Step make_step(const KernelProgram& program, const Instr& instr) {
             }
           });
           return;
+        }
+        if (instr.op == ir::OpKind::Bernoulli) {
+          const DType key = program.instrs[instr.args[0]].dtype;
+          const DType probability = program.instrs[instr.args[1]].dtype;
+          if constexpr (dtype_info_of<T>().floating) {
+            if (key == DType::f64 && probability == DType::f64) {
+              step.draw = draw_bernoulli<T>;
+              return;
+            }
+          }
+          throw Error(std::string("interpreter: Bernoulli draws of ") + dtype_name(instr.dtype) +
+                      " under a " + dtype_name(key) + " key and a " + dtype_name(probability) +
+                      " probability; they need a floating dtype and f64 arguments");
         }
         if (instr.op == ir::OpKind::Cast) {
           step.convert = visit_dtype(program.instrs[instr.args[0]].dtype, [](auto from) {
@@ -256,6 +284,8 @@ class InterpretedKernel final : public CompiledKernel {
           case InstrKind::Op:
             if (instr.op == ir::OpKind::Iota) {
               step.fill_positions(slot, start + begin, count);
+            } else if (step.draw != nullptr) {
+              step.draw(regs[instr.args[0]], regs[instr.args[1]], slot, start + begin, count);
             } else if (step.round != nullptr) {
               step.round(regs[instr.args[0]], regs[instr.args[1]], slot, start + begin, count,
                          instr.index);

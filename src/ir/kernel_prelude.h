@@ -440,6 +440,22 @@ inline float lt_round_bf16_stochastic(T x, double key, unsigned int position, in
   __builtin_memcpy(&rounded, &bits, 4);
   return rounded;
 }
+// A Bernoulli draw (dropout's keep mask): 1 where the upper 24 of 32 random bits fall below
+// probability * 2^24, so the probability is honoured to 2^-24. The bits are two rounds of the
+// hash, the key's upper word added between them: one round of lowbias32 over (position ^ key)
+// leaves draws under keys that differ only in their upper word related. 32-bit integer work
+// that vectorizes, where Philox's 64-bit products over a double position (rand()'s generator)
+// cost more than the rest of attention's softmax.
+template <class T>
+inline T lt_bernoulli(double key, double probability, unsigned int position) {
+  const unsigned long long k = static_cast<unsigned long long>(key);
+  const unsigned int bits = lt_hash32(lt_hash32(position ^ static_cast<unsigned int>(k)) +
+                                      static_cast<unsigned int>(k >> 32));
+  const unsigned int threshold =
+      probability >= 1 ? 0x1000000u
+                       : (probability > 0 ? static_cast<unsigned int>(probability * 0x1p24) : 0u);
+  return (bits >> 8) < threshold ? T(1) : T(0);
+}
 // Floating to integer truncates toward zero, as PyTorch does. NaN and values out of the
 // integer's range, which C++ leaves undefined, give its minimum, as x86's conversion
 // instructions (and so PyTorch on x86) do. Integers wrap, bool gives 0 or 1.

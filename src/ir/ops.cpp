@@ -48,6 +48,7 @@ const OpInfo kOpInfos[] = {
     {"Cast", OpCategory::Elementwise, 1, identity_reference},
     {"Iota", OpCategory::Elementwise, 0, no_reference},
     {"StochasticRound", OpCategory::Elementwise, 2, no_reference},
+    {"Bernoulli", OpCategory::Elementwise, 2, no_reference},
     {"Sum", OpCategory::Reduction, 1, no_reference},
     {"Mean", OpCategory::Reduction, 1, no_reference},
     {"Max", OpCategory::Reduction, 1, no_reference},

@@ -21,6 +21,10 @@ enum class OpKind : uint16_t {
   // random, with probabilities that make the result unbiased; operand 1 is the draw's key (a
   // Scalar), and the element's linear index is the counter, as for Iota.
   StochasticRound,
+  // Elementwise: 1 with probability operand 1 (an f64 Scalar), else 0, in the node's floating
+  // dtype (dropout's masks); operand 0 is the draw's key (a Scalar) and the element's linear
+  // index the counter, as for StochasticRound.
+  Bernoulli,
   Sum,  // reductions over Node::reduce_mask of the operand's dims
   Mean,
   Max,

@@ -222,6 +222,15 @@ class Evaluator {
       }
       return out;
     }
+    if (node.op == OpKind::Bernoulli) {
+      Values out(node.shape.numel());
+      for (size_t e = 0; e < out.size(); ++e) {
+        const double key = (*operands[0])[index[0].empty() ? e : index[0][e]];
+        const double probability = (*operands[1])[index[1].empty() ? e : index[1][e]];
+        out[e] = lt_kernel::lt_bernoulli<double>(key, probability, static_cast<unsigned int>(e));
+      }
+      return out;
+    }
     const DType from =
         node.op == OpKind::Cast ? graph_.node(graph_.operand(i, 0)).dtype : node.dtype;
     const auto reference = op_info(node.op).reference;

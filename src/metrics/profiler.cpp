@@ -20,6 +20,7 @@ struct Event {
   const char* category;
   long long start_ns, duration_ns;
   int thread;
+  std::string detail;
 };
 
 struct Profiler {
@@ -72,12 +73,16 @@ void set_thread_name(const std::string& name) {
 Scope::Scope(const char* name, const char* category)
     : name_(name), category_(category), start_ns_(enabled() ? now_ns() : -1) {}
 
+Scope::Scope(const char* name, const char* category, const std::string& detail)
+    : name_(name), category_(category), detail_(&detail), start_ns_(enabled() ? now_ns() : -1) {}
+
 Scope::~Scope() {
   if (start_ns_ < 0) return;
   const long long end = now_ns();
   Profiler& p = profiler();
   std::lock_guard<std::mutex> lock(p.mu);
-  p.events.push_back({name_, category_, start_ns_, end - start_ns_, p.thread_id()});
+  p.events.push_back({name_, category_, start_ns_, end - start_ns_, p.thread_id(),
+                      detail_ ? *detail_ : std::string()});
 }
 
 void write_chrome_trace(const std::string& path) {
@@ -93,13 +98,15 @@ void write_chrome_trace(const std::string& path) {
                         {"args", {{"name", name}}}});
     }
     for (const Event& e : p.events) {
-      events.push_back({{"name", e.name},
-                        {"cat", e.category},
-                        {"ph", "X"},
-                        {"pid", 1},
-                        {"tid", e.thread},
-                        {"ts", e.start_ns / 1000.0},
-                        {"dur", e.duration_ns / 1000.0}});
+      nlohmann::json event = {{"name", e.name},
+                              {"cat", e.category},
+                              {"ph", "X"},
+                              {"pid", 1},
+                              {"tid", e.thread},
+                              {"ts", e.start_ns / 1000.0},
+                              {"dur", e.duration_ns / 1000.0}};
+      if (!e.detail.empty()) event["args"] = {{"detail", e.detail}};
+      events.push_back(std::move(event));
     }
   }
   std::ofstream out(path);

@@ -264,16 +264,24 @@ Tensor rand(const Shape& shape, DType dtype) {
 
 namespace {
 
-// A key for the stochastic-rounding hash from the generator's next draw: seed and offset mixed
-// by splitmix64 into 53 bits (the kernel holds it in a double). A kernel argument whatever the
-// scalar policy, as dropout's seed and offset are.
-ir::NodePtr rounding_key() {
+// A key for the hash-based draws (stochastic rounding, dropout's masks) from the generator's
+// next draw: seed and offset mixed by splitmix64 into 53 bits (the kernel holds it in a double).
+double next_key() {
   const GeneratorState draw = next_draw();
   uint64_t z = draw.seed ^ (draw.offset + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
-  return ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, static_cast<double>(z >> 11));
+  return static_cast<double>(z >> 11);
+}
+
+// The key as a kernel argument, whatever the scalar policy: a new one every draw.
+ir::NodePtr key_argument(double key) {
+  return ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, key);
+}
+
+ir::NodePtr rounding_key() {
+  return key_argument(next_key());
 }
 
 // `half` 0 rounds with the upper 16 of the hash's 32 bits, 1 with the lower.
@@ -338,15 +346,16 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   }
   if (!train || p == 0) return x;
   if (p == 1) return x * 0.0;
-  const GeneratorState draw = next_draw();
+  const double key = next_key();
   ir::NodePtr v = trace::value_of(x, "dropout");
-  // The mask is built afresh from the same draw in the backward pass rather than saved: the
+  // The mask is built afresh from the same key in the backward pass rather than saved: the
   // generator recomputes it inside the kernel that uses it, so no mask is ever stored.
-  auto mask = [draw, p, shape = v->shape, device = *v->device, dtype = v->dtype] {
-    ir::NodePtr keep =
-        ir::make_node(ir::OpKind::Ge, DType::f64, shape,
-                      {uniform_values(draw, shape, device), trace::scalar(p, DType::f64, device)});
-    return trace::make_tensor(trace::cast(keep, dtype)) * (1.0 / (1.0 - p));
+  auto mask = [key, p, shape = v->shape, device = *v->device, dtype = v->dtype] {
+    ir::NodePtr keep = ir::make_node(
+        ir::OpKind::Bernoulli, dtype, shape,
+        {key_argument(key), ir::make_scalar_node(ir::OpKind::Scalar, DType::f64, 1.0 - p)});
+    keep->device = device;  // its operands are numbers, which have none
+    return trace::make_tensor(keep) * (1.0 / (1.0 - p));
   };
   Tensor out;
   {

@@ -25,6 +25,8 @@ using compiler::ReduceKind;
 constexpr int64_t kUnitElements = int64_t{1} << 16;
 // Elements per gathered tile: the tile buffers of all inputs stay in L1/L2.
 constexpr int64_t kTileElements = 1024;
+// Columns per work unit of a column reduction, at least.
+constexpr int64_t kColumnBlock = 128;
 // Elements per call when every input is direct or one broadcast value (a scalar on the
 // device): such tiles cost no gathering, so they can be longer.
 constexpr int64_t kUniformTileElements = 8192;
@@ -56,24 +58,45 @@ void broadcast_strides(const ir::Graph& graph, uint32_t index, const Shape& spac
   }
 }
 
-// Orders dims (kept first for reductions), drops size-1 dims and merges neighbours that every
-// input walks contiguously. Returns the number of leading kept dims.
-int arrange_space(const Shape& space, uint32_t reduce_mask, Instance& inst,
+// Whether a reduction over `space` folds only leading dims (ignoring dims of size 1) and keeps
+// more than one element: a column reduction (a bias's gradient summed over the batch), whose
+// kept elements are neighbours in memory.
+bool reduces_leading_dims(const Shape& space, uint32_t reduce_mask) {
+  bool kept_seen = false, reduced = false;
+  int64_t kept = 1;
+  for (int d = 0; d < space.rank(); ++d) {
+    if (space[d] == 1) continue;
+    if (reduce_mask >> d & 1) {
+      if (kept_seen) return false;
+      reduced = true;
+    } else {
+      kept_seen = true;
+      kept *= space[d];
+    }
+  }
+  return reduced && kept > 1;
+}
+
+// Orders dims (for reductions: kept dims first, or reduced dims first when `reduced_first`),
+// drops size-1 dims and merges neighbours of one group that every input walks contiguously.
+// Returns the number of leading dims of the first group.
+int arrange_space(const Shape& space, uint32_t reduce_mask, bool reduced_first, Instance& inst,
                   std::vector<std::array<int64_t, Shape::kMaxRank>>& strides) {
+  const auto in_first_group = [&](int d) { return (reduce_mask >> d & 1) == reduced_first; };
   std::vector<int> order;
   for (int d = 0; d < space.rank(); ++d) {
-    if (!(reduce_mask >> d & 1)) order.push_back(d);
+    if (in_first_group(d)) order.push_back(d);
   }
-  const int kept_all = static_cast<int>(order.size());
+  const int first_all = static_cast<int>(order.size());
   for (int d = 0; d < space.rank(); ++d) {
-    if (reduce_mask >> d & 1) order.push_back(d);
+    if (!in_first_group(d)) order.push_back(d);
   }
   int rank = 0, kept = 0;
   int64_t sizes[Shape::kMaxRank];
   std::vector<std::array<int64_t, Shape::kMaxRank>> out(strides.size());
   for (int k = 0; k < static_cast<int>(order.size()); ++k) {
     const int d = order[k];
-    const bool is_kept = k < kept_all;
+    const bool is_kept = k < first_all;  // in the first group
     if (space[d] == 1) continue;
     const bool same_group = rank > 0 && (is_kept == (rank <= kept));
     bool mergeable = same_group;
@@ -259,6 +282,28 @@ void argmax_fold(const T* values, int64_t n, int64_t first, double& best, int64_
   }
 }
 
+// Adds row `values` (n columns, stored as T) into one accumulator per column.
+template <class T>
+void fold_columns(ReduceKind kind, const T* values, int64_t n, double* acc) {
+  switch (kind) {
+    case ReduceKind::Max:
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = load_element(values[j]);
+        acc[j] = (v != v || v > acc[j]) ? v : acc[j];  // NaN sticks
+      }
+      return;
+    case ReduceKind::Norm:
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = load_element(values[j]);
+        acc[j] += v * v;
+      }
+      return;
+    default:
+      for (int64_t j = 0; j < n; ++j) acc[j] += load_element(values[j]);
+      return;
+  }
+}
+
 double reduce_init(ReduceKind kind) {
   return kind == ReduceKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
 }
@@ -292,6 +337,7 @@ struct Scratch {
   std::vector<void*> outputs;
   std::vector<double> tiles;  // kTileElements doubles per gathered input, then one for results
   std::vector<double> uniform_tiles;  // kUniformTileElements doubles per broadcast value
+  std::vector<double> columns;        // a column reduction's accumulators
 };
 
 void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, const WorkUnit& unit,
@@ -376,6 +422,29 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
     }
     return;
   }
+  if (inst.columns) {
+    // Columns [begin, end) folded row by row: each row's block of columns is one call of the
+    // kernel over neighbouring elements, added to one accumulator per column, rows in order
+    // (the same sums whatever the split into units).
+    const int64_t cols = unit.end - unit.begin;
+    scratch.columns.assign(static_cast<size_t>(cols), reduce_init(launch.reduce));
+    for (int64_t r = 0; r < inst.inner; ++r) {
+      const int64_t pos = r * inst.outer + unit.begin;
+      bind_inputs(pos, cols);
+      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, cols);
+      visit_dtype(launch.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        fold_columns(launch.reduce, reinterpret_cast<const T*>(values), cols,
+                     scratch.columns.data());
+      });
+    }
+    void* out = slots[inst.output_slots[0]];
+    for (int64_t j = 0; j < cols; ++j) {
+      store(launch.output_dtype, out, unit.begin + j,
+            finalize(launch.reduce, scratch.columns[j], inst.inner));
+    }
+    return;
+  }
   // Folds the iteration positions [first, last) of one output element.
   auto fold_range = [&](int64_t first, int64_t last, double acc) {
     for (int64_t pos = first; pos < last; pos += kTileElements) {
@@ -398,6 +467,34 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
     const double acc = fold_range(o * inst.inner, (o + 1) * inst.inner, reduce_init(launch.reduce));
     store(launch.output_dtype, out, o, finalize(launch.reduce, acc, inst.inner));
   }
+}
+
+std::string describe_opaque(const OpaqueOp& op) {
+  std::string text = op.op == ir::OpKind::MatMul ? "matmul" : "opaque op";
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    text += (i == 0 ? " " : " x ") + std::string(dtype_name(op.operands[i].dtype)) + " " +
+            op.operands[i].shape.str();
+  }
+  return text + " -> " + dtype_name(op.output_dtype) + " " + op.output_shape.str();
+}
+
+std::string describe_kernel(const ir::Graph& graph, const compiler::Kernel& kernel,
+                            size_t instances) {
+  std::string text = kernel.program.reduce == ReduceKind::None ? "elementwise" : "reduction";
+  text += " of " + std::to_string(kernel.program.instrs.size()) + " ops over " +
+          kernel.iteration_shape.str();
+  if (kernel.reduce_mask != 0) {
+    text += " (dims";
+    for (int d = 0; d < kernel.iteration_shape.rank(); ++d) {
+      if (kernel.reduce_mask & (1u << d)) text.append(" ").append(std::to_string(d));
+    }
+    text += ")";
+  }
+  text += " -> " + std::string(dtype_name(graph.node(kernel.output_nodes[0]).dtype)) + ", " +
+          std::to_string(kernel.input_nodes.size()) + " inputs, " +
+          std::to_string(kernel.output_nodes.size()) + " outputs";
+  if (instances > 1) text += ", " + std::to_string(instances) + " tensors";
+  return text;
 }
 
 }  // namespace
@@ -429,6 +526,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
     const compiler::Kernel& first = plan.kernels[plan.launches[l].kernels.front()];
     if (first.opaque >= 0) {
       launch.opaque = std::make_shared<const OpaqueOp>(make_opaque_op(graph, plan, first));
+      launch.description = describe_opaque(*launch.opaque);
       exe->launches.push_back(std::move(launch));
       continue;
     }
@@ -439,6 +537,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
     launch.output_dtype = graph.node(first.output_nodes[0]).dtype;
+    launch.description = describe_kernel(graph, first, plan.launches[l].kernels.size());
     for (uint32_t k : plan.launches[l].kernels) {
       const compiler::Kernel& kernel = plan.kernels[k];
       Instance inst;
@@ -447,13 +546,20 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
       for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
         broadcast_strides(graph, kernel.input_nodes[i], space, strides[i].data());
       }
-      const int kept = arrange_space(space, kernel.reduce_mask, inst, strides);
       inst.numel = space.numel();
+      inst.columns = launch.reduce != ReduceKind::None && launch.reduce != ReduceKind::ArgMax &&
+                     inst.numel > 0 && reduces_leading_dims(space, kernel.reduce_mask);
+      const int first_group = arrange_space(space, kernel.reduce_mask, inst.columns, inst, strides);
       if (launch.reduce != ReduceKind::None) {
+        // Kept dims first: output o folds [o * inner, (o + 1) * inner). Reduced dims first
+        // (columns): output o folds o, o + outer, o + 2 * outer, ...
+        const int kept_begin = inst.columns ? first_group : 0;
+        const int kept_end = inst.columns ? inst.rank : first_group;
         inst.outer = 1;
-        for (int d = 0; d < kept; ++d) inst.outer *= inst.sizes[d];
         inst.inner = 1;
-        for (int d = kept; d < inst.rank; ++d) inst.inner *= inst.sizes[d];
+        for (int d = 0; d < inst.rank; ++d) {
+          (d >= kept_begin && d < kept_end ? inst.outer : inst.inner) *= inst.sizes[d];
+        }
         if (inst.numel == 0) {
           // Only the outputs' count matters: each is the empty fold.
           inst.outer = graph.node(kernel.output_nodes[0]).shape.numel();
@@ -495,6 +601,14 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
         for (int64_t b = 0; b < inst.numel; b += kUnitElements) {
           launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
         }
+      } else if (inst.columns) {
+        // Blocks of columns, each folded row by row: enough rows per unit to amortize a call
+        // per row, few enough columns for several units.
+        const int64_t per_unit =
+            std::clamp<int64_t>(kUnitElements / inst.inner, kColumnBlock, kTileElements);
+        for (int64_t b = 0; b < inst.outer; b += per_unit) {
+          launch.units.push_back({i, b, std::min(inst.outer, b + per_unit)});
+        }
       } else if (inst.outer == 1 && inst.inner > kUnitElements &&
                  launch.reduce != ReduceKind::ArgMax) {
         for (int64_t b = 0; b < inst.inner; b += kUnitElements) {
@@ -510,6 +624,17 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
       }
     }
     exe->launches.push_back(std::move(launch));
+  }
+  // A row group's span covers all its launches: the first one's description names them all.
+  for (size_t l = 0; l < exe->launches.size(); ++l) {
+    Launch& first = exe->launches[l];
+    if (first.row_group <= 1) continue;
+    std::string text =
+        std::to_string(first.row_group) + " launches over " + std::to_string(first.rows) + " rows:";
+    for (size_t m = 0; m < first.row_group; ++m)
+      text += " [" + exe->launches[l + m].description + "]";
+    first.description = std::move(text);
+    l += first.row_group - 1;
   }
   exe->num_launches = static_cast<int64_t>(exe->launches.size());
   return exe;
@@ -602,7 +727,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
   for (size_t l = 0; l < exe.launches.size(); ++l) {
     const Launch& launch = exe.launches[l];
     // Spans by kind (the timeline's answer to "GEMMs or the rest?"); free while not profiling.
-    const profiler::Scope span(launch_kind(launch), "launch");
+    const profiler::Scope span(launch_kind(launch), "launch", launch.description);
     if (launch.opaque) {
       run_opaque_op(*launch.opaque, slots, pool);
       continue;

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -25,7 +26,8 @@ struct InputAccess {
 
 // One kernel applied to one set of tensors. The iteration space is collapsed (adjacent dims
 // merged where every input allows) and, for reductions, ordered kept dims first, so that an
-// output element folds one contiguous run of the linear iteration index.
+// output element folds one contiguous run of the linear iteration index, or (columns) left in
+// order when only leading dims are reduced.
 struct Instance {
   std::vector<InputAccess> inputs;
   std::vector<int> output_slots;
@@ -36,6 +38,9 @@ struct Instance {
   int64_t numel = 0;
   int64_t outer = 1;  // reductions: output elements
   int64_t inner = 0;  // reductions: elements folded into each
+  // Reductions over leading dims (columns): the space is ordered reduced dims first, so output
+  // element o folds positions o, o + outer, ..., and a row of outputs is contiguous in memory.
+  bool columns = false;
   bool all_direct = true;
   bool only_uniform_gathers = true;  // every input direct or one broadcast value
 };
@@ -63,6 +68,9 @@ struct Launch {
   // On the first launch of a row group (compiler::PlannedLaunch): the group's size and rows.
   uint32_t row_group = 1;
   int64_t rows = 0;
+  // What the launch computes, for the profiler's timeline: "matmul bf16 [1024, 384] x ...",
+  // "reduction of 7 ops over [1024, 384] (dims 0) -> f32, 2 inputs, 1 output".
+  std::string description;
 };
 
 class CpuExecutable final : public Executable {

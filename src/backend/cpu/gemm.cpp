@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -132,33 +133,63 @@ void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               p.lda, b, p.ldb, static_cast<float>(beta), c, p.ldc);
 }
 
-// A bf16 multiply without a bf16 kernel: f32 copies of the operands, sgemm, and the f32
-// result stored as `result` (bf16: rounded once; f32: as summed, straight into C).
+// A bf16 multiply without a bf16 kernel: sgemm over f32 copies of the operands, block by block
+// (at most kBlock rows and columns of C and kDepth of the sums per call), the f32 sums stored
+// as `result` (bf16: rounded once, after the last block of sums; f32: accumulated in C). The
+// blocks' copies live in per-thread buffers of a few MB reused by every call: widening whole
+// operands allocated and zeroed 125 MB for the MLM decoder's input gradient (1024 x 30522) and
+// took longer than its sgemm.
 void bf16_via_sgemm(DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     double alpha, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
                     double beta, void* c, int64_t ldc) {
-  // Dense f32 copy of a rows x cols matrix; zeros when `src` is not to be read (C with beta 0).
-  const auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t ld) {
-    std::vector<float> dense(static_cast<size_t>(rows * cols));
-    if (src == nullptr) return dense;
+  constexpr int64_t kBlock = 1024, kDepth = 512;
+  thread_local std::vector<float> a32, b32, c32;
+  // rows x cols of `src` (row stride ld) into a dense f32 buffer.
+  const auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t ld,
+                        std::vector<float>& dense) {
+    dense.resize(static_cast<size_t>(rows * cols));
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j) dense[i * cols + j] = bf16_to_f32(src[i * ld + j]);
     }
-    return dense;
   };
-  const std::vector<float> a32 = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
-  const std::vector<float> b32 = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
-  if (result == DType::f32) {
-    openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a32.data(), trans_a ? m : k, b32.data(),
-                   trans_b ? k : n, beta, static_cast<float*>(c), ldc);
-    return;
-  }
   uint16_t* c16 = static_cast<uint16_t*>(c);
-  std::vector<float> c32 = widen(beta == 0 ? nullptr : c16, m, n, ldc);
-  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a32.data(), trans_a ? m : k, b32.data(),
-                 trans_b ? k : n, beta, c32.data(), n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c16[i * ldc + j] = f32_to_bf16(c32[i * n + j]);
+  float* c_f32 = static_cast<float*>(c);
+  for (int64_t i0 = 0; i0 < m; i0 += kBlock) {
+    const int64_t mb = std::min(kBlock, m - i0);
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t nb = std::min(kBlock, n - j0);
+      // Where this block's sums go: C itself (f32), or an f32 copy of C's block (bf16).
+      float* sums = c_f32 + i0 * ldc + j0;
+      int64_t ld_sums = ldc;
+      if (result == DType::bf16) {
+        c32.assign(static_cast<size_t>(mb * nb), 0.0f);
+        if (beta != 0) widen(c16 + i0 * ldc + j0, mb, nb, ldc, c32);
+        sums = c32.data();
+        ld_sums = nb;
+      }
+      for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
+        const int64_t kb = std::min(kDepth, k - p0);
+        if (trans_a) {
+          widen(a + p0 * lda + i0, kb, mb, lda, a32);
+        } else {
+          widen(a + i0 * lda + p0, mb, kb, lda, a32);
+        }
+        if (trans_b) {
+          widen(b + j0 * ldb + p0, nb, kb, ldb, b32);
+        } else {
+          widen(b + p0 * ldb + j0, kb, nb, ldb, b32);
+        }
+        openblas_sgemm(trans_a, trans_b, mb, nb, kb, alpha, a32.data(), trans_a ? mb : kb,
+                       b32.data(), trans_b ? kb : nb, p0 == 0 ? beta : 1.0, sums, ld_sums);
+      }
+      if (result == DType::bf16) {
+        for (int64_t i = 0; i < mb; ++i) {
+          for (int64_t j = 0; j < nb; ++j) {
+            c16[(i0 + i) * ldc + j0 + j] = f32_to_bf16(c32[i * nb + j]);
+          }
+        }
+      }
+    }
   }
 }
 
