@@ -1,6 +1,9 @@
 // f32 GEMM on BERT-base's Linear shapes: OpenBLAS's cblas_sgemm, oneDNN's matmul and the
 // engine's wrapper (lt::backend::cpu::gemm), in one process with the same threads. The numbers
-// decide which library runs the engine's f32 matrix multiplies.
+// decide which library runs the engine's f32 matrix multiplies. A fourth column times the
+// wrapper's autocast product (bf16 operands, f32 sums and result: oneDNN's bf16 kernels, AMX
+// where the CPU has it, or widened into sgemm where oneDNN has none), and the MLM decoder's
+// three products (N = 30522) follow the Linear ones.
 //
 // For rows R and a weight W[N,K], a Linear layer computes
 //   forward  Y[R,N]  = X[R,K] * W[N,K]^T   (trans_b, as torch.nn.functional.linear)
@@ -14,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <dnnl.hpp>
 #include <fstream>
 #include <functional>
@@ -75,6 +80,12 @@ std::string load_average() {
 }
 
 // Largest difference between two results, relative to the largest magnitude in `expected`.
+uint16_t to_bf16(float x) {  // round to nearest even (the values here are finite)
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return static_cast<uint16_t>((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
+}
+
 double relative_difference(const std::vector<float>& expected, const std::vector<float>& actual,
                            size_t size) {
   double difference = 0, scale = 0;
@@ -96,15 +107,23 @@ int main() {
       shapes.push_back({"dW", true, false, n, k, rows});
     }
   }
+  constexpr int64_t kVocab = 30522, kHidden = 768, kRows = 1024;
+  shapes.push_back({"decoder forward", false, true, kRows, kVocab, kHidden});
+  shapes.push_back({"decoder dX", false, false, kRows, kHidden, kVocab});
+  shapes.push_back({"decoder dW", true, false, kVocab, kHidden, kRows});
 
   // Operands big enough for every shape, filled with random values in [-1, 1].
-  const size_t max_elements = 4096 * 3072;
+  const size_t max_elements = kVocab * kRows;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> uniform(-1, 1);
   std::vector<float> a(max_elements), b(max_elements);
   for (float& x : a) x = uniform(rng);
   for (float& x : b) x = uniform(rng);
-  std::vector<float> c_openblas(max_elements), c_onednn(max_elements), c_wrapper(max_elements);
+  std::vector<float> c_openblas(max_elements), c_onednn(max_elements), c_wrapper(max_elements),
+      c_autocast(max_elements);
+  std::vector<uint16_t> a16(max_elements), b16(max_elements);
+  std::transform(a.begin(), a.end(), a16.begin(), to_bf16);
+  std::transform(b.begin(), b.end(), b16.begin(), to_bf16);
 
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
@@ -114,9 +133,13 @@ int main() {
   std::printf("Threads: %d (OpenBLAS, pthreads), %d (oneDNN, OpenMP); %u hardware threads\n",
               openblas_get_num_threads(), omp_get_max_threads(),
               std::thread::hardware_concurrency());
-  std::printf("Libraries: %s; oneDNN %d.%d.%d; wrapper runs f32 on %s\n", openblas_get_config(),
-              onednn->major, onednn->minor, onednn->patch,
-              lt::backend::cpu::gemm_library(lt::DType::f32));
+  std::printf("Libraries: %s; oneDNN %d.%d.%d; wrapper runs f32 on %s, bf16 operands on %s (%s)\n",
+              openblas_get_config(), onednn->major, onednn->minor, onednn->patch,
+              lt::backend::cpu::gemm_library(lt::DType::f32),
+              lt::backend::cpu::gemm_library(lt::DType::bf16),
+              std::string(lt::backend::cpu::gemm_library(lt::DType::bf16)).starts_with("oneDNN")
+                  ? "its bf16 kernels"
+                  : "widened into sgemm: this CPU has no bf16 kernel in oneDNN");
   std::printf("Load average (1 min) before: %s\n", load_average().c_str());
   std::printf(
       "f32, median of %d runs (%d rounds of %d, each after %.2f s of warm-up), GFLOP/s "
@@ -124,8 +147,8 @@ int main() {
       kRounds * kRunsPerRound, kRounds, kRunsPerRound, kWarmupSeconds);
   std::printf(
       "| product | m | n | k | trans | OpenBLAS | oneDNN | wrapper | oneDNN / OpenBLAS | max rel "
-      "diff |\n");
-  std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n");
+      "diff | wrapper, bf16 operands | bf16 / f32 |\n");
+  std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
 
   double log_ratio_sum = 0;
   for (const Shape& s : shapes) {
@@ -160,25 +183,33 @@ int main() {
                              lda, b.data(), ldb, 0.0, c_wrapper.data(), ldc);
     };
 
-    std::vector<double> openblas_times, onednn_times, wrapper_times;
+    const auto autocast = [&] {
+      lt::backend::cpu::gemm(lt::DType::bf16, lt::DType::f32, s.trans_a, s.trans_b, s.m, s.n, s.k,
+                             1.0, a16.data(), lda, b16.data(), ldb, 0.0, c_autocast.data(), ldc);
+    };
+
+    std::vector<double> openblas_times, onednn_times, wrapper_times, autocast_times;
     for (int round = 0; round < kRounds; ++round) {
       time_round(openblas, openblas_times);
       time_round(onednn, onednn_times);
       time_round(wrapper, wrapper_times);
+      time_round(autocast, autocast_times);
     }
     const double openblas_seconds = median(openblas_times);
     const double onednn_seconds = median(onednn_times);
     const double wrapper_seconds = median(wrapper_times);
+    const double autocast_seconds = median(autocast_times);
 
     const size_t c_size = static_cast<size_t>(s.m * s.n);
     const double difference = std::max(relative_difference(c_openblas, c_onednn, c_size),
                                        relative_difference(c_openblas, c_wrapper, c_size));
     const double ratio = openblas_seconds / onednn_seconds;
     log_ratio_sum += std::log(ratio);
-    std::printf("| %s | %ld | %ld | %ld | %s | %.1f | %.1f | %.1f | %.2f | %.1e |\n", s.product,
-                static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k),
+    std::printf("| %s | %ld | %ld | %ld | %s | %.1f | %.1f | %.1f | %.2f | %.1e | %.1f | %.2f |\n",
+                s.product, static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k),
                 s.trans_a ? "A^T" : (s.trans_b ? "B^T" : "none"), flops / openblas_seconds * 1e-9,
-                flops / onednn_seconds * 1e-9, flops / wrapper_seconds * 1e-9, ratio, difference);
+                flops / onednn_seconds * 1e-9, flops / wrapper_seconds * 1e-9, ratio, difference,
+                flops / autocast_seconds * 1e-9, wrapper_seconds / autocast_seconds);
   }
 
   const double geomean = std::exp(log_ratio_sum / static_cast<double>(shapes.size()));
