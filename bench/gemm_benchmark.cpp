@@ -79,13 +79,13 @@ std::string load_average() {
   return one_minute;
 }
 
-// Largest difference between two results, relative to the largest magnitude in `expected`.
 uint16_t to_bf16(float x) {  // round to nearest even (the values here are finite)
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
   return static_cast<uint16_t>((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
 }
 
+// Largest difference between two results, relative to the largest magnitude in `expected`.
 double relative_difference(const std::vector<float>& expected, const std::vector<float>& actual,
                            size_t size) {
   double difference = 0, scale = 0;

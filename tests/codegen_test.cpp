@@ -227,6 +227,41 @@ TEST_F(CodegenTest, EveryElementwiseOpMatchesTheReference) {
   }
 }
 
+// Dropout's masks are the reference's, element for element, in native code and in the
+// interpreter, for f32 and bf16: in a row group (after the row max), over more elements than one
+// work unit (the position counter starts mid-tensor), and read through a transposed view.
+TEST_F(CodegenTest, DropoutMasksMatchTheReferenceEverywhere) {
+  const Shape shape{300, 257};
+  for (const char* compiler : {"native", "interpreter"}) {
+    lt::set_kernel_compiler(compiler);
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(compiler) + " " + lt::dtype_name(dtype));
+      const Tensor x = uniform(shape, -3, 3, DType::f32).to(dtype);
+      lt::mark_step();
+      // Every value at most -1: a zero is a dropped element, nothing else.
+      const Tensor shifted = x - x.max({1}, /*keepdim=*/true) - 1.0;
+      const std::vector<Tensor> outputs = {lt::dropout(shifted, 0.3),
+                                           lt::dropout(x.t() - 4.0, 0.6)};
+      std::vector<std::vector<double>> want;
+      for (const Tensor& out : outputs) want.push_back(lt::reference::evaluate(out));
+      lt::mark_step();
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        const std::vector<double> got = outputs[k].to_vector<double>();
+        ASSERT_EQ(got.size(), want[k].size());
+        size_t kept = 0, mismatched = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          kept += got[i] != 0;
+          mismatched += (got[i] == 0) != (want[k][i] == 0);
+        }
+        EXPECT_EQ(mismatched, 0u) << "output " << k;
+        EXPECT_GT(kept, 0u);
+        EXPECT_LT(kept, got.size());
+        expect_same(got, want[k], dtype == DType::bf16 ? Tol{1.0 / 128, 0} : Tol{1e-6, 0});
+      }
+    }
+  }
+}
+
 // NaN, infinities and signed zeros propagate as in the reference (and PyTorch).
 TEST_F(CodegenTest, SpecialValuesMatchTheReference) {
   const std::vector<double> specials = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0};

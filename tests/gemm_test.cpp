@@ -186,6 +186,8 @@ TEST_P(GemmTest, ShapesCrossingTheBlocksOfTheFallback) {
   check_transposes(GetParam(), {.m = 1030, .n = 3, .k = 600, .pad = 3, .alpha = -1.5, .beta = 0.75},
                    91);
   check_transposes(GetParam(), {.m = 5, .n = 1027, .k = 1100, .pad = 0, .alpha = 1, .beta = 0}, 95);
+  check_transposes(GetParam(), {.m = 1030, .n = 1029, .k = 3, .pad = 1, .alpha = 1, .beta = 0.5},
+                   99);
 }
 
 TEST_P(GemmTest, RowStridesLongerThanTheRows) {

@@ -148,9 +148,10 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
           break;
         }
         if (instr.op == ir::OpKind::Bernoulli) {
-          if (!info.floating) {
-            throw Error(std::string("codegen: Bernoulli draws need a floating dtype, not ") +
-                        info.name);
+          if (!info.floating || program.instrs[instr.args[0]].dtype != DType::f64 ||
+              program.instrs[instr.args[1]].dtype != DType::f64) {
+            throw Error(std::string("codegen: Bernoulli draws of ") + info.name +
+                        "; they need a floating dtype and f64 key and probability");
           }
           body += "    " + decl + "lt_kernel::lt_bernoulli<" + info.c_register + ">(" +
                   reg(instr.args[0]) + ", " + reg(instr.args[1]) + ", position);\n";

@@ -26,7 +26,7 @@ constexpr int64_t kUnitElements = int64_t{1} << 16;
 // Elements per gathered tile: the tile buffers of all inputs stay in L1/L2.
 constexpr int64_t kTileElements = 1024;
 // Columns per work unit of a column reduction, at least.
-constexpr int64_t kColumnBlock = 128;
+constexpr int64_t kColumnBlock = 32;
 // Elements per call when every input is direct or one broadcast value (a scalar on the
 // device): such tiles cost no gathering, so they can be longer.
 constexpr int64_t kUniformTileElements = 8192;
@@ -59,8 +59,9 @@ void broadcast_strides(const ir::Graph& graph, uint32_t index, const Shape& spac
 }
 
 // Whether a reduction over `space` folds only leading dims (ignoring dims of size 1) and keeps
-// more than one element: a column reduction (a bias's gradient summed over the batch), whose
-// kept elements are neighbours in memory.
+// at least two blocks of columns: a column reduction (a bias's gradient summed over the batch),
+// whose kept elements are neighbours in memory. Fewer columns stay on the general path, which
+// splits them into more units: a unit of the column path walks every row.
 bool reduces_leading_dims(const Shape& space, uint32_t reduce_mask) {
   bool kept_seen = false, reduced = false;
   int64_t kept = 1;
@@ -74,7 +75,7 @@ bool reduces_leading_dims(const Shape& space, uint32_t reduce_mask) {
       kept *= space[d];
     }
   }
-  return reduced && kept > 1;
+  return reduced && kept >= 2 * kColumnBlock;
 }
 
 // Orders dims (for reductions: kept dims first, or reduced dims first when `reduced_first`),
@@ -490,9 +491,12 @@ std::string describe_kernel(const ir::Graph& graph, const compiler::Kernel& kern
     }
     text += ")";
   }
+  const auto count = [](size_t n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
   text += " -> " + std::string(dtype_name(graph.node(kernel.output_nodes[0]).dtype)) + ", " +
-          std::to_string(kernel.input_nodes.size()) + " inputs, " +
-          std::to_string(kernel.output_nodes.size()) + " outputs";
+          count(kernel.input_nodes.size(), "input") + ", " +
+          count(kernel.output_nodes.size(), "output");
   if (instances > 1) text += ", " + std::to_string(instances) + " tensors";
   return text;
 }

@@ -136,7 +136,8 @@ void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 // A bf16 multiply without a bf16 kernel: sgemm over f32 copies of the operands, block by block
 // (at most kBlock rows and columns of C and kDepth of the sums per call), the f32 sums stored
 // as `result` (bf16: rounded once, after the last block of sums; f32: accumulated in C). The
-// blocks' copies live in per-thread buffers of a few MB reused by every call: widening whole
+// blocks' copies live in per-thread buffers (up to 8 MB, kept for the thread's life: the
+// device stream's thread calls this every step) reused by every call: widening whole
 // operands allocated and zeroed 125 MB for the MLM decoder's input gradient (1024 x 30522) and
 // took longer than its sgemm.
 void bf16_via_sgemm(DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -153,19 +154,20 @@ void bf16_via_sgemm(DType result, bool trans_a, bool trans_b, int64_t m, int64_t
     }
   };
   uint16_t* c16 = static_cast<uint16_t*>(c);
-  float* c_f32 = static_cast<float*>(c);
   for (int64_t i0 = 0; i0 < m; i0 += kBlock) {
     const int64_t mb = std::min(kBlock, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
       const int64_t nb = std::min(kBlock, n - j0);
       // Where this block's sums go: C itself (f32), or an f32 copy of C's block (bf16).
-      float* sums = c_f32 + i0 * ldc + j0;
+      float* sums = nullptr;
       int64_t ld_sums = ldc;
       if (result == DType::bf16) {
         c32.assign(static_cast<size_t>(mb * nb), 0.0f);
         if (beta != 0) widen(c16 + i0 * ldc + j0, mb, nb, ldc, c32);
         sums = c32.data();
         ld_sums = nb;
+      } else {
+        sums = static_cast<float*>(c) + i0 * ldc + j0;
       }
       for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
         const int64_t kb = std::min(kDepth, k - p0);
