@@ -349,7 +349,8 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   const double key = next_key();
   ir::NodePtr v = trace::value_of(x, "dropout");
   // The mask is built afresh from the same key in the backward pass rather than saved: the
-  // generator recomputes it inside the kernel that uses it, so no mask is ever stored.
+  // generator recomputes it inside the kernel that uses it, so no mask is kept from the
+  // forward pass to the backward one.
   auto mask = [key, p, shape = v->shape, device = *v->device, dtype = v->dtype] {
     ir::NodePtr keep = ir::make_node(
         ir::OpKind::Bernoulli, dtype, shape,
