@@ -649,6 +649,32 @@ TEST_P(ReductionTest, OverLeadingDimsOfWideRows) {
   }
 }
 
+// Tall column reductions split their rows into chunks, each with partial sums combined in order.
+TEST_P(ReductionTest, OverManyRowsInChunks) {
+  const ReductionCase& c = GetParam();
+  for (const Shape& shape : {Shape{3000, 130}, Shape{2, 1500, 1100}}) {
+    const std::vector<int> dims = shape.rank() == 2 ? std::vector<int>{0} : std::vector<int>{0, 1};
+    for (DType dtype : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(shape.str() + " " + lt::dtype_name(dtype));
+      const Input x = uniform(shape, -3, 3, dtype);
+      const Reduced want = reduce(x.values, shape, dims, false, c.kind);
+      check(c.over(x.tensor, dims, false), want.shape, dtype, want.values, reduce_tol(dtype));
+      // The largest value and a NaN in the last rows: chunks other than the first decide.
+      const int64_t cols = shape[shape.rank() - 1];
+      std::vector<double> late = x.values;
+      late[late.size() - cols + 5] = 100;
+      late[late.size() - 2 * cols + 7] = std::numeric_limits<double>::quiet_NaN();
+      const Reduced late_want = reduce(late, shape, dims, false, c.kind);
+      const Tensor late_tensor = lt::from_vector(late, shape).to(dtype);
+      const std::vector<double> got = c.over(late_tensor, dims, false).to_vector<double>();
+      ASSERT_EQ(got.size(), late_want.values.size());
+      EXPECT_TRUE(std::isnan(got[7]));
+      EXPECT_NEAR(got[5], late_want.values[5], 1e-3 * std::max(1.0, std::abs(late_want.values[5])));
+      EXPECT_FALSE(std::isnan(got[6]) || std::isnan(got[8]));
+    }
+  }
+}
+
 // The reduced values come from pending elementwise ops, which a compiler may fuse in.
 TEST_P(ReductionTest, OfAPendingExpression) {
   const ReductionCase& c = GetParam();

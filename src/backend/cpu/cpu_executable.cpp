@@ -25,8 +25,12 @@ using compiler::ReduceKind;
 constexpr int64_t kUnitElements = int64_t{1} << 16;
 // Elements per gathered tile: the tile buffers of all inputs stay in L1/L2.
 constexpr int64_t kTileElements = 1024;
-// Columns per work unit of a column reduction, at least.
-constexpr int64_t kColumnBlock = 32;
+// Kept columns a reduction over leading dims needs to take the column path.
+constexpr int64_t kMinColumns = 64;
+// A column reduction's rows are split into at most this many chunks (each with its own partial
+// sums, combined in order): enough units for the cores when there are few blocks of columns,
+// partial sums at most this many times the output.
+constexpr int64_t kMaxRowChunks = 16;
 // Elements per call when every input is direct or one broadcast value (a scalar on the
 // device): such tiles cost no gathering, so they can be longer.
 constexpr int64_t kUniformTileElements = 8192;
@@ -59,9 +63,9 @@ void broadcast_strides(const ir::Graph& graph, uint32_t index, const Shape& spac
 }
 
 // Whether a reduction over `space` folds only leading dims (ignoring dims of size 1) and keeps
-// at least two blocks of columns: a column reduction (a bias's gradient summed over the batch),
-// whose kept elements are neighbours in memory. Fewer columns stay on the general path, which
-// splits them into more units: a unit of the column path walks every row.
+// at least kMinColumns columns: a column reduction (a bias's gradient summed over the batch),
+// whose kept elements are neighbours in memory. Fewer columns stay on the general path: the
+// column path makes a kernel call per row, too short to pay for itself on so few columns.
 bool reduces_leading_dims(const Shape& space, uint32_t reduce_mask) {
   bool kept_seen = false, reduced = false;
   int64_t kept = 1;
@@ -75,7 +79,7 @@ bool reduces_leading_dims(const Shape& space, uint32_t reduce_mask) {
       kept *= space[d];
     }
   }
-  return reduced && kept >= 2 * kColumnBlock;
+  return reduced && kept >= kMinColumns;
 }
 
 // Orders dims (for reductions: kept dims first, or reduced dims first when `reduced_first`),
@@ -229,45 +233,50 @@ float max_or_nan(const float* values, int64_t n) {
   return any_nan ? std::numeric_limits<float>::quiet_NaN() : result;
 }
 
-// Folds `n` values, stored as T, into `acc` the way the reduction needs. Eight independent
-// accumulators (combined in a fixed order, so results stay deterministic) let the adds overlap
-// and vectorize: one chain of dependent double adds would cost an add's latency per element.
+// Folds `n` values, stored as T, into eight lanes with `step`, combined in a fixed order (so
+// results stay deterministic). Independent lanes let the adds overlap and vectorize: one chain
+// of dependent double adds would cost an add's latency per element. `step` is a plain function
+// of lane and value, one per kind, so the lanes stay in registers (a switch inside the loop
+// kept them on the stack, a store and a load per element).
+template <class T, class Step, class Combine>
+double fold_lanes(const T* values, int64_t n, double init, Step step, Combine combine_two) {
+  constexpr int kLanes = 8;
+  double lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, init);
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lanes[j] = step(lanes[j], load_element(values[i + j]));
+  }
+  for (int64_t i = body; i < n; ++i)
+    lanes[i - body] = step(lanes[i - body], load_element(values[i]));
+  return combine_two(combine_two(combine_two(lanes[0], lanes[1]), combine_two(lanes[2], lanes[3])),
+                     combine_two(combine_two(lanes[4], lanes[5]), combine_two(lanes[6], lanes[7])));
+}
+
+// Folds `n` values, stored as T, into `acc` the way the reduction needs.
 template <class T>
 double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
-  constexpr int kLanes = 8;
-  const bool max = kind == ReduceKind::Max;
-  if constexpr (std::is_same_v<T, float>) {
-    // A NaN takes the general path, which keeps the first NaN's bits.
-    if (max && acc == acc) {
-      const float best = max_or_nan(values, n);
-      if (best == best) return best > acc ? best : acc;
+  const auto add = [](double a, double b) { return a + b; };
+  switch (kind) {
+    case ReduceKind::Max: {
+      if constexpr (std::is_same_v<T, float>) {
+        // A NaN takes the general path, which keeps the first NaN's bits.
+        if (acc == acc) {
+          const float best = max_or_nan(values, n);
+          if (best == best) return best > acc ? best : acc;
+        }
+      }
+      // NaN sticks.
+      const auto larger = [](double a, double b) { return (b != b || b > a) ? b : a; };
+      return larger(
+          acc, fold_lanes(values, n, -std::numeric_limits<double>::infinity(), larger, larger));
     }
+    case ReduceKind::Norm:
+      return acc + fold_lanes(
+                       values, n, 0.0, [](double lane, double v) { return lane + v * v; }, add);
+    default:
+      return acc + fold_lanes(values, n, 0.0, add, add);
   }
-  double lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, max ? -std::numeric_limits<double>::infinity() : 0.0);
-  const int64_t body = n - n % kLanes;
-  auto step = [&](double& lane, double v) {
-    switch (kind) {
-      case ReduceKind::Max:
-        lane = (v != v || v > lane) ? v : lane;  // NaN sticks
-        break;
-      case ReduceKind::Norm:
-        lane += v * v;
-        break;
-      default:
-        lane += v;
-        break;
-    }
-  };
-  for (int64_t i = 0; i < body; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) step(lanes[j], load_element(values[i + j]));
-  }
-  for (int64_t i = body; i < n; ++i) step(lanes[i - body], load_element(values[i]));
-  auto combine_two = [&](double a, double b) { return max ? ((b != b || b > a) ? b : a) : a + b; };
-  const double folded =
-      combine_two(combine_two(combine_two(lanes[0], lanes[1]), combine_two(lanes[2], lanes[3])),
-                  combine_two(combine_two(lanes[4], lanes[5]), combine_two(lanes[6], lanes[7])));
-  return combine_two(acc, folded);
 }
 
 // The first maximum of the run so far (NaN beats everything, as torch.argmax); values[i] is
@@ -426,10 +435,10 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
   if (inst.columns) {
     // Columns [begin, end) folded row by row: each row's block of columns is one call of the
     // kernel over neighbouring elements, added to one accumulator per column, rows in order
-    // (the same sums whatever the split into units).
+    // (the same sums whatever the number of threads).
     const int64_t cols = unit.end - unit.begin;
     scratch.columns.assign(static_cast<size_t>(cols), reduce_init(launch.reduce));
-    for (int64_t r = 0; r < inst.inner; ++r) {
+    for (int64_t r = unit.row_begin; r < unit.row_end; ++r) {
       const int64_t pos = r * inst.outer + unit.begin;
       bind_inputs(pos, cols);
       kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, cols);
@@ -438,6 +447,10 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
         fold_columns(launch.reduce, reinterpret_cast<const T*>(values), cols,
                      scratch.columns.data());
       });
+    }
+    if (unit.partial >= 0) {
+      std::copy(scratch.columns.begin(), scratch.columns.end(), partials.begin() + unit.partial);
+      return;
     }
     void* out = slots[inst.output_slots[0]];
     for (int64_t j = 0; j < cols; ++j) {
@@ -606,12 +619,27 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
           launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
         }
       } else if (inst.columns) {
-        // Blocks of columns, each folded row by row: enough rows per unit to amortize a call
-        // per row, few enough columns for several units.
-        const int64_t per_unit =
-            std::clamp<int64_t>(kUnitElements / inst.inner, kColumnBlock, kTileElements);
-        for (int64_t b = 0; b < inst.outer; b += per_unit) {
-          launch.units.push_back({i, b, std::min(inst.outer, b + per_unit)});
+        // Blocks of up to a tile of columns (a row's block is one kernel call, contiguous in
+        // memory: narrow blocks read a few bytes per row at a long stride, a TLB miss each), and
+        // their rows in chunks of about a unit's elements, so that few blocks still make units
+        // for every core.
+        const int64_t blocks = (inst.outer + kTileElements - 1) / kTileElements;
+        const int64_t per_block = (inst.outer + blocks - 1) / blocks;
+        const int64_t rows_per_chunk = std::max((inst.inner + kMaxRowChunks - 1) / kMaxRowChunks,
+                                                std::max<int64_t>(1, kUnitElements / per_block));
+        const bool chunked = rows_per_chunk < inst.inner;
+        for (int64_t b = 0; b < inst.outer; b += per_block) {
+          const int64_t end = std::min(inst.outer, b + per_block);
+          for (int64_t r = 0; r < inst.inner; r += rows_per_chunk) {
+            WorkUnit unit{i, b, end};
+            unit.row_begin = r;
+            unit.row_end = std::min(inst.inner, r + rows_per_chunk);
+            if (chunked) {
+              unit.partial = launch.num_partials;
+              launch.num_partials += end - b;
+            }
+            launch.units.push_back(unit);
+          }
         }
       } else if (inst.outer == 1 && inst.inner > kUnitElements &&
                  launch.reduce != ReduceKind::ArgMax) {
@@ -687,6 +715,43 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
     }
   });
   if (interpreted.load()) interpreted_launches.add(static_cast<int64_t>(count));
+}
+
+// Combines the partial folds of split reductions in the order of their units (row chunks of a
+// column block come one after the other, first to last), and stores the results.
+void combine_partials(const Launch& launch, const std::vector<double>& partials,
+                      const std::vector<void*>& slots) {
+  std::vector<double> acc(launch.instances.size(), reduce_init(launch.reduce));
+  std::vector<char> split(launch.instances.size(), 0);
+  std::vector<double> columns;
+  for (const WorkUnit& unit : launch.units) {
+    if (unit.partial < 0) continue;
+    const Instance& inst = launch.instances[unit.instance];
+    if (!inst.columns) {
+      split[unit.instance] = 1;
+      acc[unit.instance] = combine(launch.reduce, acc[unit.instance], partials[unit.partial]);
+      continue;
+    }
+    const int64_t cols = unit.end - unit.begin;
+    const auto first = partials.begin() + unit.partial;
+    if (unit.row_begin == 0) {
+      columns.assign(first, first + cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) columns[j] = combine(launch.reduce, columns[j], first[j]);
+    }
+    if (unit.row_end == inst.inner) {
+      for (int64_t j = 0; j < cols; ++j) {
+        store(launch.output_dtype, slots[inst.output_slots[0]], unit.begin + j,
+              finalize(launch.reduce, columns[j], inst.inner));
+      }
+    }
+  }
+  for (size_t i = 0; i < launch.instances.size(); ++i) {
+    if (!split[i]) continue;
+    const Instance& inst = launch.instances[i];
+    store(launch.output_dtype, slots[inst.output_slots[0]], 0,
+          finalize(launch.reduce, acc[i], inst.inner));
+  }
 }
 
 const char* launch_kind(const Launch& launch) {
@@ -768,21 +833,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
     });
     if (interpreted.load()) interpreted_launches.add();
     // Split reductions: combine the partial folds in a fixed order (deterministic results).
-    if (launch.num_partials > 0) {
-      std::vector<double> acc(launch.instances.size(), reduce_init(launch.reduce));
-      std::vector<char> split(launch.instances.size(), 0);
-      for (const WorkUnit& unit : launch.units) {
-        if (unit.partial < 0) continue;
-        split[unit.instance] = 1;
-        acc[unit.instance] = combine(launch.reduce, acc[unit.instance], partials[unit.partial]);
-      }
-      for (size_t i = 0; i < launch.instances.size(); ++i) {
-        if (!split[i]) continue;
-        const Instance& inst = launch.instances[i];
-        store(launch.output_dtype, slots[inst.output_slots[0]], 0,
-              finalize(launch.reduce, acc[i], inst.inner));
-      }
-    }
+    if (launch.num_partials > 0) combine_partials(launch, partials, slots);
   }
 }
 

@@ -46,11 +46,14 @@ struct Instance {
 };
 
 // A range of one instance's work: elements (elementwise), output elements (reductions with
-// several outputs) or folded elements of the single output (partial = its partial sum).
+// several outputs) or folded elements of the single output (partial = where its partial sum
+// goes). A column reduction's unit is columns [begin, end) over rows [row_begin, row_end); when
+// the rows are split into chunks, its `end - begin` partial sums go to `partial` onwards.
 struct WorkUnit {
   uint32_t instance;
   int64_t begin, end;
-  int32_t partial = -1;
+  int64_t partial = -1;
+  int64_t row_begin = 0, row_end = 0;
 };
 
 // One kernel launch: the same compiled program over one or many instances (multi-tensor).
@@ -63,7 +66,7 @@ struct Launch {
   std::shared_ptr<const OpaqueOp> opaque;
   std::vector<Instance> instances;
   std::vector<WorkUnit> units;
-  int num_partials = 0;
+  int64_t num_partials = 0;  // doubles
   int num_scalars = 0;
   // On the first launch of a row group (compiler::PlannedLaunch): the group's size and rows.
   uint32_t row_group = 1;
