@@ -649,10 +649,11 @@ TEST_P(ReductionTest, OverLeadingDimsOfWideRows) {
   }
 }
 
-// Tall column reductions split their rows into chunks, each with partial sums combined in order.
+// Tall column reductions split their rows into chunks, each with partial sums combined in order;
+// wide ones split their columns into blocks of several kernel calls a row.
 TEST_P(ReductionTest, OverManyRowsInChunks) {
   const ReductionCase& c = GetParam();
-  for (const Shape& shape : {Shape{3000, 130}, Shape{2, 1500, 1100}}) {
+  for (const Shape& shape : {Shape{3000, 130}, Shape{2, 1500, 1100}, Shape{300, 5000}}) {
     const std::vector<int> dims = shape.rank() == 2 ? std::vector<int>{0} : std::vector<int>{0, 1};
     for (DType dtype : {DType::f32, DType::f64}) {
       SCOPED_TRACE(shape.str() + " " + lt::dtype_name(dtype));

@@ -27,6 +27,8 @@ constexpr int64_t kUnitElements = int64_t{1} << 16;
 constexpr int64_t kTileElements = 1024;
 // Kept columns a reduction over leading dims needs to take the column path.
 constexpr int64_t kMinColumns = 64;
+// Columns per work unit of a column reduction, at most: each row's block is read in one stretch.
+constexpr int64_t kColumnBlock = 4 * kTileElements;
 // A column reduction's rows are split into at most this many chunks (each with its own partial
 // sums, combined in order): enough units for the cores when there are few blocks of columns,
 // partial sums at most this many times the output.
@@ -439,14 +441,17 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
     const int64_t cols = unit.end - unit.begin;
     scratch.columns.assign(static_cast<size_t>(cols), reduce_init(launch.reduce));
     for (int64_t r = unit.row_begin; r < unit.row_end; ++r) {
-      const int64_t pos = r * inst.outer + unit.begin;
-      bind_inputs(pos, cols);
-      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, cols);
-      visit_dtype(launch.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        fold_columns(launch.reduce, reinterpret_cast<const T*>(values), cols,
-                     scratch.columns.data());
-      });
+      for (int64_t c = 0; c < cols; c += kTileElements) {
+        const int64_t pos = r * inst.outer + unit.begin + c;
+        const int64_t n = std::min(kTileElements, cols - c);
+        bind_inputs(pos, n);
+        kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
+        visit_dtype(launch.dtype, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          fold_columns(launch.reduce, reinterpret_cast<const T*>(values), n,
+                       scratch.columns.data() + c);
+        });
+      }
     }
     if (unit.partial >= 0) {
       std::copy(scratch.columns.begin(), scratch.columns.end(), partials.begin() + unit.partial);
@@ -623,7 +628,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
         // memory: narrow blocks read a few bytes per row at a long stride, a TLB miss each), and
         // their rows in chunks of about a unit's elements, so that few blocks still make units
         // for every core.
-        const int64_t blocks = (inst.outer + kTileElements - 1) / kTileElements;
+        const int64_t blocks = (inst.outer + kColumnBlock - 1) / kColumnBlock;
         const int64_t per_block = (inst.outer + blocks - 1) / blocks;
         const int64_t rows_per_chunk = std::max((inst.inner + kMaxRowChunks - 1) / kMaxRowChunks,
                                                 std::max<int64_t>(1, kUnitElements / per_block));
