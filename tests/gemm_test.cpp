@@ -246,6 +246,85 @@ TEST_P(GemmTest, ConcurrentCallsFromSeveralThreads) {
   for (std::thread& thread : threads) thread.join();
 }
 
+// A batch [2, 3] of products as attention makes them: A contiguous per matrix, B a view whose
+// batch dims interleave with its rows ([2, k, 3, n] read as [2, 3, k, n]), or B broadcast over
+// the first batch dim; every transposition, against a double triple loop per matrix.
+template <class T, class R>
+void check_batched(const Types& types, bool trans_a, bool trans_b, bool broadcast_b,
+                   uint32_t seed) {
+  SCOPED_TRACE(name(types) + (trans_a ? " A^T" : " A") + (trans_b ? " B^T" : " B") +
+               (broadcast_b ? " broadcast" : ""));
+  constexpr int64_t kOuter = 2, kInner = 3, m = 19, n = 13, k = 37;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  std::vector<T> a(kOuter * kInner * a_rows * a_cols), b(kOuter * kInner * b_rows * b_cols);
+  for (T& x : a) x = element<T>(uniform(rng));
+  for (T& x : b) x = element<T>(uniform(rng));
+  GemmBatch batch;
+  batch.rank = 2;
+  batch.sizes[0] = kOuter;
+  batch.sizes[1] = kInner;
+  batch.a_strides[0] = kInner * a_rows * a_cols;
+  batch.a_strides[1] = a_rows * a_cols;
+  // B's rows hold kInner matrices side by side: row stride kInner * b_cols.
+  const int64_t ldb = kInner * b_cols;
+  batch.b_strides[0] = broadcast_b ? 0 : b_rows * ldb;
+  batch.b_strides[1] = b_cols;
+  std::vector<R> out(kOuter * kInner * m * n, element<R>(kNaN));
+  gemm_batched(types.operands, types.result, trans_a, trans_b, m, n, k, a.data(), a_cols, b.data(),
+               ldb, out.data(), batch);
+  const double rounding = types.operands == DType::f64 ? 1e-13 : 1e-5;
+  const double final_rounding = types.result == DType::bf16 ? 1.0 / 256 : 0;
+  for (int64_t o = 0; o < kOuter; ++o) {
+    for (int64_t h = 0; h < kInner; ++h) {
+      const T* pa = a.data() + o * batch.a_strides[0] + h * batch.a_strides[1];
+      const T* pb = b.data() + o * batch.b_strides[0] + h * batch.b_strides[1];
+      const R* pc = out.data() + (o * kInner + h) * m * n;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0, magnitude = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            const double x = value(trans_a ? pa[p * a_cols + i] : pa[i * a_cols + p]);
+            const double y = value(trans_b ? pb[j * ldb + p] : pb[p * ldb + j]);
+            sum += x * y;
+            magnitude += std::abs(x * y);
+          }
+          ASSERT_NEAR(value(pc[i * n + j]), sum,
+                      rounding * magnitude + final_rounding * std::abs(sum))
+              << "matrix [" << o << ", " << h << "] at C[" << i << ", " << j << "]";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(GemmTest, BatchedProductsMatchTheReference) {
+  const Types types = GetParam();
+  uint32_t seed = 201;
+  for (bool broadcast_b : {false, true}) {
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        switch (types.operands) {
+          case DType::f32:
+            check_batched<float, float>(types, trans_a, trans_b, broadcast_b, seed++);
+            break;
+          case DType::f64:
+            check_batched<double, double>(types, trans_a, trans_b, broadcast_b, seed++);
+            break;
+          default:
+            if (types.result == DType::f32) {
+              check_batched<uint16_t, float>(types, trans_a, trans_b, broadcast_b, seed++);
+            } else {
+              check_batched<uint16_t, uint16_t>(types, trans_a, trans_b, broadcast_b, seed++);
+            }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(GemmTest, NamesItsLibrary) {
   const std::string library = gemm_library(GetParam().operands);
   EXPECT_TRUE(library.starts_with("OpenBLAS 0.") || library.starts_with("oneDNN ")) << library;

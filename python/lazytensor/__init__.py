@@ -7,12 +7,18 @@ Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them
 import builtins as _builtins
 import functools as _functools
 import operator as _operator
+import os as _os
 import threading as _threading
 
 import numpy as _np
 
-from . import _C
-from ._C import (  # noqa: F401 (re-exported)
+# oneDNN's OpenMP threads spin after each product by default, taking the cores from the
+# engine's own threads between products; libgomp reads this once, as it loads (with _C, unless
+# another module loaded it first). A policy the user set is kept.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from . import _C  # noqa: E402 (after the OpenMP setting)
+from ._C import (  # noqa: E402, F401 (re-exported)
     Error,
     GeneratorState,
     Tensor,

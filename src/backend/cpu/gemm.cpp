@@ -16,6 +16,7 @@
 #include "lazytensor/error.h"
 
 #ifdef LT_HAVE_ONEDNN
+#include <array>
 #include <dnnl.hpp>
 #include <unordered_map>
 #endif
@@ -54,6 +55,10 @@ bool supported(DType dtype) {
 
 const char* supported_dtype_name(DType dtype) {
   return dtype == DType::f32 ? "f32" : dtype == DType::f64 ? "f64" : "bf16";
+}
+
+size_t element_bytes(DType dtype) {
+  return dtype == DType::f64 ? 8 : dtype == DType::f32 ? 4 : 2;
 }
 
 float bf16_to_f32(uint16_t bits) {
@@ -222,6 +227,9 @@ struct MatmulKey {
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   uint64_t alpha_bits, beta_bits;  // bits, so that a NaN alpha still finds its entry
+  // Batched products (C contiguous over the batch); rank 0 for one product.
+  int batch_rank = 0;
+  std::array<int64_t, GemmBatch::kMaxRank> batch{}, a_batch{}, b_batch{};
   bool operator==(const MatmulKey&) const = default;
 };
 
@@ -234,6 +242,11 @@ struct MatmulKeyHash {
           static_cast<uint64_t>(key.lda), static_cast<uint64_t>(key.ldb),
           static_cast<uint64_t>(key.ldc), key.alpha_bits, key.beta_bits}) {
       hash = (hash ^ field) * 0x100000001b3ull;
+    }
+    for (int d = 0; d < key.batch_rank; ++d) {
+      for (int64_t field : {key.batch[d], key.a_batch[d], key.b_batch[d]}) {
+        hash = (hash ^ static_cast<uint64_t>(field)) * 0x100000001b3ull;
+      }
     }
     return hash;
   }
@@ -274,12 +287,28 @@ Matmul make_matmul(const MatmulKey& key) {
   using dims = dnnl::memory::dims;
   const dnnl::memory::data_type type = onednn_type(key.dtype);
   const dnnl::memory::data_type result_type = onednn_type(key.result);
-  // A transposed operand is the same memory read with its strides swapped.
-  const dnnl::memory::desc a({key.m, key.k}, type,
-                             key.trans_a ? dims{1, key.lda} : dims{key.lda, 1});
-  const dnnl::memory::desc b({key.k, key.n}, type,
-                             key.trans_b ? dims{1, key.ldb} : dims{key.ldb, 1});
-  const dnnl::memory::desc c({key.m, key.n}, result_type, dims{key.ldc, 1});
+  // A transposed operand is the same memory read with its strides swapped. Batch dims lead;
+  // an operand broadcast over one has size 1 there (any stride).
+  dims a_sizes, a_strides, b_sizes, b_strides, c_sizes, c_strides;
+  for (int d = 0; d < key.batch_rank; ++d) {
+    a_sizes.push_back(key.a_batch[d] == 0 ? 1 : key.batch[d]);
+    a_strides.push_back(std::max<int64_t>(key.a_batch[d], 1));
+    b_sizes.push_back(key.b_batch[d] == 0 ? 1 : key.batch[d]);
+    b_strides.push_back(std::max<int64_t>(key.b_batch[d], 1));
+    c_sizes.push_back(key.batch[d]);
+  }
+  a_sizes.insert(a_sizes.end(), {key.m, key.k});
+  b_sizes.insert(b_sizes.end(), {key.k, key.n});
+  c_sizes.insert(c_sizes.end(), {key.m, key.n});
+  a_strides.insert(a_strides.end(), {key.trans_a ? 1 : key.lda, key.trans_a ? key.lda : 1});
+  b_strides.insert(b_strides.end(), {key.trans_b ? 1 : key.ldb, key.trans_b ? key.ldb : 1});
+  c_strides.resize(c_sizes.size());
+  c_strides.back() = 1;
+  c_strides[c_sizes.size() - 2] = key.ldc;
+  for (int d = key.batch_rank - 1; d >= 0; --d) c_strides[d] = c_strides[d + 1] * c_sizes[d + 1];
+  const dnnl::memory::desc a(a_sizes, type, a_strides);
+  const dnnl::memory::desc b(b_sizes, type, b_strides);
+  const dnnl::memory::desc c(c_sizes, result_type, c_strides);
   dnnl::primitive_attr attr;
   const float alpha = static_cast<float>(std::bit_cast<double>(key.alpha_bits));
   const float beta = static_cast<float>(std::bit_cast<double>(key.beta_bits));
@@ -293,14 +322,8 @@ Matmul make_matmul(const MatmulKey& key) {
   return {dnnl::matmul(pd), a, b, c};
 }
 
-void onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                 int64_t k, double alpha, const void* a, int64_t lda, const void* b, int64_t ldb,
-                 double beta, void* c, int64_t ldc) {
+void run_onednn(const MatmulKey& key, const void* a, const void* b, void* c) {
   OnednnThreadState& state = onednn_thread_state();
-  const uint64_t alpha_bits = std::bit_cast<uint64_t>(alpha);
-  const uint64_t beta_bits = std::bit_cast<uint64_t>(beta);
-  const MatmulKey key{dtype, result, trans_a, trans_b, m,          n,
-                      k,     lda,    ldb,     ldc,     alpha_bits, beta_bits};
   auto it = state.primitives.find(key);
   if (it == state.primitives.end()) {
     if (state.primitives.size() >= OnednnThreadState::kMaxPrimitives) state.primitives.clear();
@@ -314,6 +337,15 @@ void onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t 
                      {DNNL_ARG_WEIGHTS, dnnl::memory(matmul.b, engine, const_cast<void*>(b))},
                      {DNNL_ARG_DST, dnnl::memory(matmul.c, engine, c)}});
   state.stream.wait();
+}
+
+void onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                 int64_t k, double alpha, const void* a, int64_t lda, const void* b, int64_t ldb,
+                 double beta, void* c, int64_t ldc) {
+  const uint64_t alpha_bits = std::bit_cast<uint64_t>(alpha);
+  const uint64_t beta_bits = std::bit_cast<uint64_t>(beta);
+  run_onednn({dtype, result, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits}, a, b,
+             c);
 }
 
 // oneDNN's bf16 matmul needs AVX512 (avx512_core) or newer; elsewhere (or below
@@ -378,11 +410,8 @@ void check_stride(int64_t ld, int64_t row, const char* name) {
   }
 }
 
-}  // namespace
-
-void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-          double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
-          void* c, int64_t ldc) {
+void check_arguments(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                     int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
   if (!supported(dtype)) throw_unsupported(dtype);
   if (!supported(result)) throw_unsupported(result);
   if (result != dtype && !(dtype == DType::bf16 && result == DType::f32)) {
@@ -397,6 +426,68 @@ void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int6
   check_stride(lda, trans_a ? m : k, "lda");
   check_stride(ldb, trans_b ? k : n, "ldb");
   check_stride(ldc, n, "ldc");
+}
+
+// Calls body(a_offset, b_offset, p) for matrix p of the batch (offsets in elements), in order.
+template <class Body>
+void for_each_matrix(const GemmBatch& batch, Body body) {
+  int64_t index[GemmBatch::kMaxRank] = {};
+  const int64_t count = batch.count();
+  for (int64_t p = 0; p < count; ++p) {
+    int64_t at_a = 0, at_b = 0;
+    for (int d = 0; d < batch.rank; ++d) {
+      at_a += index[d] * batch.a_strides[d];
+      at_b += index[d] * batch.b_strides[d];
+    }
+    body(at_a, at_b, p);
+    for (int d = batch.rank - 1; d >= 0; --d) {
+      if (++index[d] < batch.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+#ifdef LT_HAVE_ONEDNN
+// The matrices of one batched bf16 operand (`rows` x `cols` as stored, row stride ld, batch
+// strides `strides`) widened into dense f32 ones, one per index over the dims it is not
+// broadcast over; `dense_strides` gets their batch strides (0 where broadcast).
+void widen_batched(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld,
+                   const GemmBatch& batch, const int64_t* strides, std::vector<float>& dense,
+                   int64_t* dense_strides) {
+  int64_t size = rows * cols;
+  for (int d = batch.rank - 1; d >= 0; --d) {
+    dense_strides[d] = strides[d] == 0 ? 0 : size;
+    if (strides[d] != 0) size *= batch.sizes[d];
+  }
+  dense.resize(static_cast<size_t>(size));
+  GemmBatch own = batch;  // walks src (a_strides) and dense (b_strides) together
+  std::copy(strides, strides + batch.rank, own.a_strides);
+  std::copy(dense_strides, dense_strides + batch.rank, own.b_strides);
+  for (int d = 0; d < batch.rank; ++d) {
+    if (strides[d] == 0) own.sizes[d] = 1;
+  }
+  for_each_matrix(own, [&](int64_t from, int64_t to, int64_t) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        dense[to + i * cols + j] = bf16_to_f32(src[from + i * ld + j]);
+      }
+    }
+  });
+}
+#endif
+
+}  // namespace
+
+int64_t GemmBatch::count() const {
+  int64_t count = 1;
+  for (int d = 0; d < rank; ++d) count *= sizes[d];
+  return count;
+}
+
+void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+          void* c, int64_t ldc) {
+  check_arguments(dtype, result, trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (k == 0) {
     scale_c(result, m, n, beta, c, ldc);
@@ -430,6 +521,82 @@ void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int6
                      static_cast<const uint16_t*>(b), ldb, beta, c, ldc);
       return;
   }
+}
+
+void gemm_batched(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                  int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+                  const GemmBatch& batch) {
+  check_arguments(dtype, result, trans_a, trans_b, m, n, k, lda, ldb, n);
+  if (batch.rank < 0 || batch.rank > GemmBatch::kMaxRank) {
+    throw Error("matmul: " + std::to_string(batch.rank) + " batch dims, at most " +
+                std::to_string(GemmBatch::kMaxRank));
+  }
+  const int64_t count = batch.count();
+  if (count == 0 || m == 0 || n == 0) return;
+  const size_t esize = element_bytes(dtype), result_esize = element_bytes(result);
+#ifdef LT_HAVE_ONEDNN
+  if (dtype != DType::f64 && k > 0 && count > 1) {
+    const CallInFlight in_flight;
+    MatmulKey key{dtype,
+                  result,
+                  trans_a,
+                  trans_b,
+                  m,
+                  n,
+                  k,
+                  lda,
+                  ldb,
+                  n,
+                  std::bit_cast<uint64_t>(1.0),
+                  std::bit_cast<uint64_t>(0.0)};
+    key.batch_rank = batch.rank;
+    std::copy(batch.sizes, batch.sizes + batch.rank, key.batch.begin());
+    std::copy(batch.a_strides, batch.a_strides + batch.rank, key.a_batch.begin());
+    std::copy(batch.b_strides, batch.b_strides + batch.rank, key.b_batch.begin());
+    try {
+      if (dtype == DType::f32 || onednn_has_bf16_matmul(result)) {
+        run_onednn(key, a, b, c);
+        return;
+      }
+      // bf16 operands without a bf16 kernel: the batch widened (attention's operands are a few
+      // MB), then one f32 primitive. Buffers are kept per thread, up to a bound.
+      thread_local std::vector<float> a32, b32, c32;
+      const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+      const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+      widen_batched(static_cast<const uint16_t*>(a), a_rows, a_cols, lda, batch, batch.a_strides,
+                    a32, key.a_batch.data());
+      widen_batched(static_cast<const uint16_t*>(b), b_rows, b_cols, ldb, batch, batch.b_strides,
+                    b32, key.b_batch.data());
+      key.dtype = key.result = DType::f32;
+      key.lda = a_cols;
+      key.ldb = b_cols;
+      float* sums = static_cast<float*>(c);
+      if (result == DType::bf16) {
+        c32.resize(static_cast<size_t>(count * m * n));
+        sums = c32.data();
+      }
+      run_onednn(key, a32.data(), b32.data(), sums);
+      if (result == DType::bf16) {
+        uint16_t* c16 = static_cast<uint16_t*>(c);
+        for (int64_t i = 0; i < count * m * n; ++i) c16[i] = f32_to_bf16(sums[i]);
+      }
+      constexpr size_t kKeptFloats = size_t{16} << 20;
+      for (std::vector<float>* buffer : {&a32, &b32, &c32}) {
+        if (buffer->capacity() > kKeptFloats) std::vector<float>().swap(*buffer);
+      }
+      return;
+    } catch (const dnnl::error&) {
+      // A layout this oneDNN does not take: one product at a time below.
+    }
+  }
+#endif
+  const char* a_bytes = static_cast<const char*>(a);
+  const char* b_bytes = static_cast<const char*>(b);
+  char* c_bytes = static_cast<char*>(c);
+  for_each_matrix(batch, [&](int64_t at_a, int64_t at_b, int64_t p) {
+    gemm(dtype, result, trans_a, trans_b, m, n, k, 1.0, a_bytes + at_a * esize, lda,
+         b_bytes + at_b * esize, ldb, 0.0, c_bytes + p * m * n * result_esize, n);
+  });
 }
 
 void prepare_gemm() {

@@ -24,6 +24,24 @@ inline void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   gemm(dtype, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// A batch of products of one shape (batched matmul: attention's scores and their gradients).
+// Batch dims `sizes[0..rank)`; A's and B's strides over them in elements (0 where the operand
+// is broadcast), each matrix laid out as in gemm(); C contiguous, [sizes..., m, n]. alpha 1,
+// beta 0. With oneDNN the whole batch is one primitive, which spreads the batch over the
+// threads (the products are small: one product at a time spends its time starting threads);
+// elsewhere, one gemm() per matrix. Throws as gemm().
+struct GemmBatch {
+  static constexpr int kMaxRank = 6;
+  int rank = 0;
+  int64_t sizes[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+  int64_t count() const;
+};
+void gemm_batched(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                  int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+                  const GemmBatch& batch);
+
 // Call on the host before a device thread runs the first product: it builds the libraries'
 // state and makes exit() wait for products in flight (tearing the libraries down under a
 // running product crashes). Cheap after the first call.

@@ -162,7 +162,6 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
   // The operands share a dtype; the result's may be wider (bf16 products with f32 results).
   const DType operand_dtype = a.dtype;
   const size_t esize = dtype_size(operand_dtype);
-  const size_t result_esize = dtype_size(op.output_dtype);
   char* c = static_cast<char*>(slots[op.output_slot]);
   // Operands BLAS cannot read in place (a view with both matrix strides > 1) are copied.
   std::unique_ptr<char[]> a_copy, b_copy;
@@ -208,20 +207,18 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
          a_base, la.ld, b_base, lb.ld, 0.0, c, n);
     return;
   }
-  int64_t index[Shape::kMaxRank] = {};
-  for (int64_t p = 0; p < batches; ++p) {
-    int64_t at_a = 0, at_b = 0;
-    for (int d = 0; d < nbatch; ++d) {
-      at_a += index[d] * sa[d];
-      at_b += index[d] * sb[d];
-    }
-    gemm(operand_dtype, op.output_dtype, la.trans, lb.trans, m, n, k, 1.0, a_base + at_a * esize,
-         la.ld, b_base + at_b * esize, lb.ld, 0.0, c + p * m * n * result_esize, n);
-    for (int d = nbatch - 1; d >= 0; --d) {
-      if (++index[d] < op.output_shape[d]) break;
-      index[d] = 0;
-    }
+  // The batch dims of size 1 dropped.
+  static_assert(GemmBatch::kMaxRank >= Shape::kMaxRank - 2);
+  GemmBatch batch;
+  for (int d = 0; d < nbatch; ++d) {
+    if (op.output_shape[d] == 1) continue;
+    batch.sizes[batch.rank] = op.output_shape[d];
+    batch.a_strides[batch.rank] = sa[d];
+    batch.b_strides[batch.rank] = sb[d];
+    ++batch.rank;
   }
+  gemm_batched(operand_dtype, op.output_dtype, la.trans, lb.trans, m, n, k, a_base, la.ld, b_base,
+               lb.ld, c, batch);
 }
 
 // The indexed dim of an index op splits its table into outer x rows x inner elements.
