@@ -3,7 +3,9 @@
 // decide which library runs the engine's f32 matrix multiplies. A fourth column times the
 // wrapper's autocast product (bf16 operands, f32 sums and result: oneDNN's bf16 kernels, AMX
 // where the CPU has it, or widened into sgemm where oneDNN has none), and the MLM decoder's
-// three products (N = 30522) follow the Linear ones.
+// three products (N = 30522) follow the Linear ones. A second table times attention's batched
+// products (batch 8 x 12 heads, sequence 128) one product per matrix against the wrapper's
+// batched call (lt::backend::cpu::gemm_batched), in f32 and with bf16 operands.
 //
 // For rows R and a weight W[N,K], a Linear layer computes
 //   forward  Y[R,N]  = X[R,K] * W[N,K]^T   (trans_b, as torch.nn.functional.linear)
@@ -94,6 +96,77 @@ double relative_difference(const std::vector<float>& expected, const std::vector
     scale = std::max(scale, std::abs(double{expected[i]}));
   }
   return difference / scale;
+}
+
+// Attention's batched products over [8, 12] (batch x heads) matrices, as the engine runs them:
+// the heads of Q, K, V and the context's gradient are views of [8, 128, 12, d] (row stride
+// 12 d, head stride d), the scores and probabilities contiguous [8, 12, 128, 128].
+void time_attention(const std::vector<float>& a, const std::vector<float>& b,
+                    const std::vector<uint16_t>& a16, const std::vector<uint16_t>& b16,
+                    std::vector<float>& c) {
+  constexpr int64_t kBatch = 8, kHeads = 12, kSeq = 128;
+  struct Product {
+    const char* name;
+    bool trans_a, trans_b, a_is_head;  // a_is_head: A is a head view, else scores-like
+    int64_t head_dim;
+  };
+  std::printf(
+      "\nAttention's batched products, %ld x %ld matrices of sequence %ld; GFLOP/s, median of %d "
+      "runs\n\n",
+      static_cast<long>(kBatch), static_cast<long>(kHeads), static_cast<long>(kSeq),
+      kRounds * kRunsPerRound);
+  std::printf(
+      "| product | head dim | f32, a product per matrix | f32, batched | batched / per matrix | "
+      "bf16 operands, per matrix | bf16 operands, batched | batched / per matrix |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int64_t d : {32, 64}) {
+    for (const Product& p : {Product{"scores Q K^T (and dP = dO V^T)", false, true, true, d},
+                             Product{"context P V (and dQ = dS K)", false, false, false, d},
+                             Product{"dV = P^T dO (and dK = dS^T Q)", true, false, false, d}}) {
+      const int64_t m = kSeq, n = p.trans_b ? kSeq : d, k = p.trans_b ? d : kSeq;
+      lt::backend::cpu::GemmBatch batch;
+      batch.rank = 2;
+      batch.sizes[0] = kBatch;
+      batch.sizes[1] = kHeads;
+      const int64_t head_ld = kHeads * d;
+      const int64_t lda = p.a_is_head ? head_ld : kSeq, ldb = head_ld;
+      batch.a_strides[0] = p.a_is_head ? kSeq * head_ld : kHeads * kSeq * kSeq;
+      batch.a_strides[1] = p.a_is_head ? d : kSeq * kSeq;
+      batch.b_strides[0] = kSeq * head_ld;
+      batch.b_strides[1] = d;
+      const auto per_matrix = [&](lt::DType dtype, const void* pa, const void* pb) {
+        const size_t esize = dtype == lt::DType::f32 ? 4 : 2;
+        for (int64_t i = 0; i < kBatch; ++i) {
+          for (int64_t h = 0; h < kHeads; ++h) {
+            lt::backend::cpu::gemm(dtype, lt::DType::f32, p.trans_a, p.trans_b, m, n, k, 1.0,
+                                   static_cast<const char*>(pa) +
+                                       (i * batch.a_strides[0] + h * batch.a_strides[1]) * esize,
+                                   lda,
+                                   static_cast<const char*>(pb) +
+                                       (i * batch.b_strides[0] + h * batch.b_strides[1]) * esize,
+                                   ldb, 0.0, c.data() + (i * kHeads + h) * m * n, n);
+          }
+        }
+      };
+      const auto batched = [&](lt::DType dtype, const void* pa, const void* pb) {
+        lt::backend::cpu::gemm_batched(dtype, lt::DType::f32, p.trans_a, p.trans_b, m, n, k, pa,
+                                       lda, pb, ldb, c.data(), batch);
+      };
+      std::vector<double> times[4];
+      for (int round = 0; round < kRounds; ++round) {
+        time_round([&] { per_matrix(lt::DType::f32, a.data(), b.data()); }, times[0]);
+        time_round([&] { batched(lt::DType::f32, a.data(), b.data()); }, times[1]);
+        time_round([&] { per_matrix(lt::DType::bf16, a16.data(), b16.data()); }, times[2]);
+        time_round([&] { batched(lt::DType::bf16, a16.data(), b16.data()); }, times[3]);
+      }
+      const double flops = 2.0 * kBatch * kHeads * m * n * k;
+      double rate[4];
+      for (int i = 0; i < 4; ++i) rate[i] = flops / median(times[i]) * 1e-9;
+      std::printf("| %s | %ld | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", p.name,
+                  static_cast<long>(d), rate[0], rate[1], rate[1] / rate[0], rate[2], rate[3],
+                  rate[3] / rate[2]);
+    }
+  }
 }
 
 }  // namespace
@@ -217,5 +290,6 @@ int main() {
       "\nFaster overall: %s (geometric mean of oneDNN / OpenBLAS throughput: %.2f over %zu "
       "shapes)\n",
       geomean >= 1 ? "oneDNN" : "OpenBLAS", geomean, shapes.size());
+  time_attention(a, b, a16, b16, c_wrapper);
   std::printf("Load average (1 min) after: %s\n", load_average().c_str());
 }

@@ -615,8 +615,8 @@ TEST_P(ReductionTest, OverDims) {
 }
 
 // Reductions over leading dims (a bias's gradient over the batch) fold rows of neighbouring
-// columns: rows wider than a block of columns, an input read through a transposed view, a
-// broadcast one, and a NaN in one column (which must stay in that column).
+// columns: rows of 700 and 2100 columns (more than a kernel call of 1024 each), an input read
+// through a transposed view, a broadcast one, and a NaN in one column (which must stay in it).
 TEST_P(ReductionTest, OverLeadingDimsOfWideRows) {
   const ReductionCase& c = GetParam();
   const Shape shape{7, 3, 700};
@@ -660,18 +660,22 @@ TEST_P(ReductionTest, OverManyRowsInChunks) {
       const Input x = uniform(shape, -3, 3, dtype);
       const Reduced want = reduce(x.values, shape, dims, false, c.kind);
       check(c.over(x.tensor, dims, false), want.shape, dtype, want.values, reduce_tol(dtype));
-      // The largest value and a NaN in the last rows: chunks other than the first decide.
+      // The largest value and a NaN in the last rows, another NaN a third of the way down:
+      // chunks other than the first decide.
       const int64_t cols = shape[shape.rank() - 1];
+      const int64_t rows = shape.numel() / cols;
       std::vector<double> late = x.values;
       late[late.size() - cols + 5] = 100;
       late[late.size() - 2 * cols + 7] = std::numeric_limits<double>::quiet_NaN();
+      late[rows / 3 * cols + 9] = std::numeric_limits<double>::quiet_NaN();
       const Reduced late_want = reduce(late, shape, dims, false, c.kind);
       const Tensor late_tensor = lt::from_vector(late, shape).to(dtype);
       const std::vector<double> got = c.over(late_tensor, dims, false).to_vector<double>();
       ASSERT_EQ(got.size(), late_want.values.size());
       EXPECT_TRUE(std::isnan(got[7]));
+      EXPECT_TRUE(std::isnan(got[9]));
       EXPECT_NEAR(got[5], late_want.values[5], 1e-3 * std::max(1.0, std::abs(late_want.values[5])));
-      EXPECT_FALSE(std::isnan(got[6]) || std::isnan(got[8]));
+      EXPECT_FALSE(std::isnan(got[6]) || std::isnan(got[8]) || std::isnan(got[10]));
     }
   }
 }

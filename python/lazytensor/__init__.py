@@ -4,20 +4,23 @@ Ops are recorded into a graph instead of being run; ``lt.mark_step()`` cuts the 
 it once (cached by its structure) and runs it asynchronously while Python traces the next step.
 Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them.
 """
-import builtins as _builtins
-import functools as _functools
-import operator as _operator
 import os as _os
-import threading as _threading
-
-import numpy as _np
 
 # oneDNN's OpenMP threads spin after each product by default, taking the cores from the
-# engine's own threads between products; libgomp reads this once, as it loads (with _C, unless
-# another module loaded it first). A policy the user set is kept.
+# engine's own threads between products. libgomp reads this once, as it loads: so before any
+# import that may load it (NumPy's BLAS can), and with effect only if nothing loaded it yet. It
+# is the process's setting, so other OpenMP libraries wait the same way; a policy the user set
+# is kept.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from . import _C  # noqa: E402 (after the OpenMP setting)
+import builtins as _builtins  # noqa: E402 (after the OpenMP setting, as all below)
+import functools as _functools  # noqa: E402
+import operator as _operator  # noqa: E402
+import threading as _threading  # noqa: E402
+
+import numpy as _np  # noqa: E402
+
+from . import _C  # noqa: E402
 from ._C import (  # noqa: E402, F401 (re-exported)
     Error,
     GeneratorState,

@@ -29,9 +29,12 @@ constexpr int64_t kTileElements = 1024;
 constexpr int64_t kMinColumns = 64;
 // Columns per work unit of a column reduction, at most: each row's block is read in one stretch.
 constexpr int64_t kColumnBlock = 4 * kTileElements;
-// A column reduction's rows are split into at most this many chunks (each with its own partial
-// sums, combined in order): enough units for the cores when there are few blocks of columns,
-// partial sums at most this many times the output.
+// A column reduction is split into about this many units: its rows into chunks (each with its
+// own partial sums, combined in order) when there are fewer blocks of columns. A fixed count, not
+// the number of threads, so that the sums are the same on every machine.
+constexpr int64_t kColumnUnits = 64;
+// ... and its rows into at most this many chunks: partial sums at most this many times the
+// output.
 constexpr int64_t kMaxRowChunks = 16;
 // Elements per call when every input is direct or one broadcast value (a scalar on the
 // device): such tiles cost no gathering, so they can be longer.
@@ -67,7 +70,8 @@ void broadcast_strides(const ir::Graph& graph, uint32_t index, const Shape& spac
 // Whether a reduction over `space` folds only leading dims (ignoring dims of size 1) and keeps
 // at least kMinColumns columns: a column reduction (a bias's gradient summed over the batch),
 // whose kept elements are neighbours in memory. Fewer columns stay on the general path: the
-// column path makes a kernel call per row, too short to pay for itself on so few columns.
+// column path makes a kernel call per row (per 1024 columns of it), too short to pay for itself
+// on so few columns.
 bool reduces_leading_dims(const Shape& space, uint32_t reduce_mask) {
   bool kept_seen = false, reduced = false;
   int64_t kept = 1;
@@ -262,7 +266,8 @@ double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
   switch (kind) {
     case ReduceKind::Max: {
       if constexpr (std::is_same_v<T, float>) {
-        // A NaN takes the general path, which keeps the first NaN's bits.
+        // A NaN takes the general path, which returns a NaN it read, bits and all (the last
+        // one), not a canonical one.
         if (acc == acc) {
           const float best = max_or_nan(values, n);
           if (best == best) return best > acc ? best : acc;
@@ -435,9 +440,11 @@ void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, cons
     return;
   }
   if (inst.columns) {
-    // Columns [begin, end) folded row by row: each row's block of columns is one call of the
-    // kernel over neighbouring elements, added to one accumulator per column, rows in order
-    // (the same sums whatever the number of threads).
+    // Columns [begin, end) folded row by row over rows [row_begin, row_end): each row's block
+    // of columns is read in calls of the kernel over up to 1024 neighbouring elements, added to
+    // one accumulator per column, rows in order (the same sums whatever the number of threads).
+    // Row groups never hold a column reduction (they fold trailing dims), so every unit here
+    // was made with its rows.
     const int64_t cols = unit.end - unit.begin;
     scratch.columns.assign(static_cast<size_t>(cols), reduce_init(launch.reduce));
     for (int64_t r = unit.row_begin; r < unit.row_end; ++r) {
@@ -624,13 +631,14 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
           launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
         }
       } else if (inst.columns) {
-        // Blocks of up to a tile of columns (a row's block is one kernel call, contiguous in
-        // memory: narrow blocks read a few bytes per row at a long stride, a TLB miss each), and
-        // their rows in chunks of about a unit's elements, so that few blocks still make units
-        // for every core.
+        // Blocks of up to 4096 columns (a row's block is read in one stretch: narrow blocks read
+        // a few bytes per row at a long stride, a TLB miss each); with fewer than kColumnUnits
+        // blocks, their rows in chunks, at least a unit's elements each and at most
+        // kMaxRowChunks of them.
         const int64_t blocks = (inst.outer + kColumnBlock - 1) / kColumnBlock;
         const int64_t per_block = (inst.outer + blocks - 1) / blocks;
-        const int64_t rows_per_chunk = std::max((inst.inner + kMaxRowChunks - 1) / kMaxRowChunks,
+        const int64_t chunks = std::clamp<int64_t>(kColumnUnits / blocks, 1, kMaxRowChunks);
+        const int64_t rows_per_chunk = std::max((inst.inner + chunks - 1) / chunks,
                                                 std::max<int64_t>(1, kUnitElements / per_block));
         const bool chunked = rows_per_chunk < inst.inner;
         for (int64_t b = 0; b < inst.outer; b += per_block) {
@@ -819,7 +827,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
         scalars[i * ns + s] = args.scalars[launch.instances[i].scalar_args[s]];
       }
     }
-    partials.assign(launch.num_partials, 0.0);
+    partials.resize(launch.num_partials);  // each unit writes its own, all of them
     // Resolved per work unit: a long launch that began on the interpreter (the first step of
     // a big optimizer, say) takes the native code at the next 64K elements once it is ready.
     // Both compute each element with the same functors in the same precision.

@@ -19,6 +19,7 @@
 #include <array>
 #include <dnnl.hpp>
 #include <unordered_map>
+#include <unordered_set>
 #endif
 
 namespace lt::backend::cpu {
@@ -268,6 +269,8 @@ struct OnednnThreadState {
   static constexpr size_t kMaxPrimitives = 256;
   dnnl::stream stream{onednn_engine()};
   std::unordered_map<MatmulKey, Matmul, MatmulKeyHash> primitives;
+  // Keys oneDNN has no primitive for (a batch layout it refuses): tried once per thread.
+  std::unordered_set<MatmulKey, MatmulKeyHash> refused;
 };
 
 OnednnThreadState& onednn_thread_state() {
@@ -289,12 +292,26 @@ Matmul make_matmul(const MatmulKey& key) {
   const dnnl::memory::data_type result_type = onednn_type(key.result);
   // A transposed operand is the same memory read with its strides swapped. Batch dims lead;
   // an operand broadcast over one has size 1 there (any stride).
+  // A broadcast dim gets the operand's footprint as its stride, past every other dim, so that
+  // the layout reads as plain (not overlapping) whatever order oneDNN sorts the dims in.
+  const auto footprint = [&](const std::array<int64_t, GemmBatch::kMaxRank>& strides, int64_t rows,
+                             int64_t cols, int64_t ld) {
+    int64_t extent = rows * ld + cols;
+    for (int d = 0; d < key.batch_rank; ++d) {
+      extent = std::max(extent, strides[d] * key.batch[d]);
+    }
+    return extent;
+  };
+  const int64_t a_extent =
+      footprint(key.a_batch, key.trans_a ? key.k : key.m, key.trans_a ? key.m : key.k, key.lda);
+  const int64_t b_extent =
+      footprint(key.b_batch, key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n, key.ldb);
   dims a_sizes, a_strides, b_sizes, b_strides, c_sizes, c_strides;
   for (int d = 0; d < key.batch_rank; ++d) {
     a_sizes.push_back(key.a_batch[d] == 0 ? 1 : key.batch[d]);
-    a_strides.push_back(std::max<int64_t>(key.a_batch[d], 1));
+    a_strides.push_back(key.a_batch[d] == 0 ? a_extent : key.a_batch[d]);
     b_sizes.push_back(key.b_batch[d] == 0 ? 1 : key.batch[d]);
-    b_strides.push_back(std::max<int64_t>(key.b_batch[d], 1));
+    b_strides.push_back(key.b_batch[d] == 0 ? b_extent : key.b_batch[d]);
     c_sizes.push_back(key.batch[d]);
   }
   a_sizes.insert(a_sizes.end(), {key.m, key.k});
@@ -322,14 +339,23 @@ Matmul make_matmul(const MatmulKey& key) {
   return {dnnl::matmul(pd), a, b, c};
 }
 
-void run_onednn(const MatmulKey& key, const void* a, const void* b, void* c) {
+// This thread's primitive for `key`, made on first use; nullptr where oneDNN has none.
+const Matmul* primitive_for(const MatmulKey& key) {
   OnednnThreadState& state = onednn_thread_state();
-  auto it = state.primitives.find(key);
-  if (it == state.primitives.end()) {
-    if (state.primitives.size() >= OnednnThreadState::kMaxPrimitives) state.primitives.clear();
-    it = state.primitives.emplace(key, make_matmul(key)).first;
+  if (auto it = state.primitives.find(key); it != state.primitives.end()) return &it->second;
+  if (state.refused.contains(key)) return nullptr;
+  if (state.primitives.size() >= OnednnThreadState::kMaxPrimitives) state.primitives.clear();
+  try {
+    return &state.primitives.emplace(key, make_matmul(key)).first->second;
+  } catch (const dnnl::error&) {
+    if (state.refused.size() >= OnednnThreadState::kMaxPrimitives) state.refused.clear();
+    state.refused.insert(key);
+    return nullptr;
   }
-  const Matmul& matmul = it->second;
+}
+
+void execute(const Matmul& matmul, const void* a, const void* b, void* c) {
+  OnednnThreadState& state = onednn_thread_state();
   const dnnl::engine& engine = onednn_engine();
   // oneDNN reads the sources through non-const handles but does not write them.
   matmul.primitive.execute(
@@ -339,13 +365,17 @@ void run_onednn(const MatmulKey& key, const void* a, const void* b, void* c) {
   state.stream.wait();
 }
 
-void onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
+// False (nothing written) where oneDNN has no primitive for the product.
+bool onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
                  int64_t k, double alpha, const void* a, int64_t lda, const void* b, int64_t ldb,
                  double beta, void* c, int64_t ldc) {
   const uint64_t alpha_bits = std::bit_cast<uint64_t>(alpha);
   const uint64_t beta_bits = std::bit_cast<uint64_t>(beta);
-  run_onednn({dtype, result, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits}, a, b,
-             c);
+  const Matmul* matmul = primitive_for(
+      {dtype, result, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits});
+  if (matmul == nullptr) return false;
+  execute(*matmul, a, b, c);
+  return true;
 }
 
 // oneDNN's bf16 matmul needs AVX512 (avx512_core) or newer; elsewhere (or below
@@ -382,6 +412,8 @@ const char* onednn_name() {
 // registers a handler, which therefore runs before they die: it waits for the calls in flight,
 // and calls that start later park their thread until the process is gone.
 std::atomic<int> g_calls_in_flight{0};
+// gemm_batched calls that oneDNN could not take whole (gemm_batched_fallbacks()).
+std::atomic<int64_t> g_batched_fallbacks{0};
 std::atomic<bool> g_exiting{false};
 
 void wait_for_calls_at_exit() {
@@ -451,15 +483,21 @@ void for_each_matrix(const GemmBatch& batch, Body body) {
 // The matrices of one batched bf16 operand (`rows` x `cols` as stored, row stride ld, batch
 // strides `strides`) widened into dense f32 ones, one per index over the dims it is not
 // broadcast over; `dense_strides` gets their batch strides (0 where broadcast).
-void widen_batched(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld,
-                   const GemmBatch& batch, const int64_t* strides, std::vector<float>& dense,
-                   int64_t* dense_strides) {
+// The batch strides of an operand's dense copy (0 where broadcast); returns its elements.
+int64_t dense_layout(int64_t rows, int64_t cols, const GemmBatch& batch, const int64_t* strides,
+                     int64_t* dense_strides) {
   int64_t size = rows * cols;
   for (int d = batch.rank - 1; d >= 0; --d) {
     dense_strides[d] = strides[d] == 0 ? 0 : size;
     if (strides[d] != 0) size *= batch.sizes[d];
   }
-  dense.resize(static_cast<size_t>(size));
+  return size;
+}
+
+void widen_batched(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld,
+                   const GemmBatch& batch, const int64_t* strides, std::vector<float>& dense) {
+  int64_t dense_strides[GemmBatch::kMaxRank];
+  dense.resize(static_cast<size_t>(dense_layout(rows, cols, batch, strides, dense_strides)));
   GemmBatch own = batch;  // walks src (a_strides) and dense (b_strides) together
   std::copy(strides, strides + batch.rank, own.a_strides);
   std::copy(dense_strides, dense_strides + batch.rank, own.b_strides);
@@ -477,6 +515,10 @@ void widen_batched(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld,
 #endif
 
 }  // namespace
+
+int64_t gemm_batched_fallbacks() {
+  return g_batched_fallbacks.load(std::memory_order_relaxed);
+}
 
 int64_t GemmBatch::count() const {
   int64_t count = 1;
@@ -504,16 +546,18 @@ void gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int6
     }
     case DType::f32:
 #ifdef LT_HAVE_ONEDNN
-      onednn_gemm(dtype, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
+      if (onednn_gemm(dtype, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                      ldc)) {
+        return;
+      }
+#endif
       openblas_sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(a), lda,
                      static_cast<const float*>(b), ldb, beta, static_cast<float*>(c), ldc);
-#endif
       return;
     default:  // bf16
 #ifdef LT_HAVE_ONEDNN
-      if (onednn_has_bf16_matmul(result)) {
-        onednn_gemm(dtype, result, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      if (onednn_has_bf16_matmul(result) && onednn_gemm(dtype, result, trans_a, trans_b, m, n, k,
+                                                        alpha, a, lda, b, ldb, beta, c, ldc)) {
         return;
       }
 #endif
@@ -553,41 +597,49 @@ void gemm_batched(DType dtype, DType result, bool trans_a, bool trans_b, int64_t
     std::copy(batch.sizes, batch.sizes + batch.rank, key.batch.begin());
     std::copy(batch.a_strides, batch.a_strides + batch.rank, key.a_batch.begin());
     std::copy(batch.b_strides, batch.b_strides + batch.rank, key.b_batch.begin());
-    try {
-      if (dtype == DType::f32 || onednn_has_bf16_matmul(result)) {
-        run_onednn(key, a, b, c);
+    if (dtype == DType::f32 || onednn_has_bf16_matmul(result)) {
+      if (const Matmul* matmul = primitive_for(key)) {
+        execute(*matmul, a, b, c);
         return;
       }
-      // bf16 operands without a bf16 kernel: the batch widened (attention's operands are a few
-      // MB), then one f32 primitive. Buffers are kept per thread, up to a bound.
-      thread_local std::vector<float> a32, b32, c32;
+    } else {
+      // bf16 operands without a bf16 kernel: the batch widened into dense f32 copies, then one
+      // f32 primitive; up to kMaxWidened floats in all (attention's operands are a few MB),
+      // larger batches one matrix at a time (each gemm() widens block by block).
+      constexpr int64_t kMaxWidened = int64_t{16} << 20;
       const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
       const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-      widen_batched(static_cast<const uint16_t*>(a), a_rows, a_cols, lda, batch, batch.a_strides,
-                    a32, key.a_batch.data());
-      widen_batched(static_cast<const uint16_t*>(b), b_rows, b_cols, ldb, batch, batch.b_strides,
-                    b32, key.b_batch.data());
+      const int64_t a_size =
+          dense_layout(a_rows, a_cols, batch, batch.a_strides, key.a_batch.data());
+      const int64_t b_size =
+          dense_layout(b_rows, b_cols, batch, batch.b_strides, key.b_batch.data());
+      const int64_t c_size = result == DType::bf16 ? count * m * n : 0;
       key.dtype = key.result = DType::f32;
       key.lda = a_cols;
       key.ldb = b_cols;
-      float* sums = static_cast<float*>(c);
-      if (result == DType::bf16) {
-        c32.resize(static_cast<size_t>(count * m * n));
-        sums = c32.data();
+      const Matmul* matmul = a_size + b_size + c_size <= kMaxWidened ? primitive_for(key) : nullptr;
+      if (matmul != nullptr) {
+        // Per thread, kept between calls up to kKeptFloats each.
+        thread_local std::vector<float> a32, b32, c32;
+        widen_batched(static_cast<const uint16_t*>(a), a_rows, a_cols, lda, batch, batch.a_strides,
+                      a32);
+        widen_batched(static_cast<const uint16_t*>(b), b_rows, b_cols, ldb, batch, batch.b_strides,
+                      b32);
+        float* sums = static_cast<float*>(c);
+        if (result == DType::bf16) {
+          c32.resize(static_cast<size_t>(c_size));
+          sums = c32.data();
+        }
+        execute(*matmul, a32.data(), b32.data(), sums);
+        for (int64_t i = 0; i < c_size; ++i) static_cast<uint16_t*>(c)[i] = f32_to_bf16(sums[i]);
+        constexpr size_t kKeptFloats = size_t{4} << 20;
+        for (std::vector<float>* buffer : {&a32, &b32, &c32}) {
+          if (buffer->capacity() > kKeptFloats) std::vector<float>().swap(*buffer);
+        }
+        return;
       }
-      run_onednn(key, a32.data(), b32.data(), sums);
-      if (result == DType::bf16) {
-        uint16_t* c16 = static_cast<uint16_t*>(c);
-        for (int64_t i = 0; i < count * m * n; ++i) c16[i] = f32_to_bf16(sums[i]);
-      }
-      constexpr size_t kKeptFloats = size_t{16} << 20;
-      for (std::vector<float>* buffer : {&a32, &b32, &c32}) {
-        if (buffer->capacity() > kKeptFloats) std::vector<float>().swap(*buffer);
-      }
-      return;
-    } catch (const dnnl::error&) {
-      // A layout this oneDNN does not take: one product at a time below.
     }
+    g_batched_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
 #endif
   const char* a_bytes = static_cast<const char*>(a);

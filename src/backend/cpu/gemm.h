@@ -27,9 +27,11 @@ inline void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
 // A batch of products of one shape (batched matmul: attention's scores and their gradients).
 // Batch dims `sizes[0..rank)`; A's and B's strides over them in elements (0 where the operand
 // is broadcast), each matrix laid out as in gemm(); C contiguous, [sizes..., m, n]. alpha 1,
-// beta 0. With oneDNN the whole batch is one primitive, which spreads the batch over the
-// threads (the products are small: one product at a time spends its time starting threads);
-// elsewhere, one gemm() per matrix. Throws as gemm().
+// beta 0. f32 and bf16 batches of more than one product go to oneDNN as one primitive, which
+// spreads the batch over its threads (these products are small: one at a time, each spends its
+// time starting threads); bf16 operands without a bf16 kernel are widened whole first, up to
+// 64 MB of them. Otherwise (f64, no oneDNN, a layout oneDNN refuses, a larger bf16 batch) one
+// gemm() per matrix. Throws as gemm().
 struct GemmBatch {
   static constexpr int kMaxRank = 6;
   int rank = 0;
@@ -41,6 +43,10 @@ struct GemmBatch {
 void gemm_batched(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
                   int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
                   const GemmBatch& batch);
+
+// How many gemm_batched calls went one matrix at a time although oneDNN was there to take them
+// (a refused layout, a bf16 batch past the widening bound), since the process started.
+int64_t gemm_batched_fallbacks();
 
 // Call on the host before a device thread runs the first product: it builds the libraries'
 // state and makes exit() wait for products in flight (tearing the libraries down under a
