@@ -2,42 +2,15 @@
 // beside the sum over the last dim of the same tensor, which streams it row by row: the ratio
 // says how close the column path comes to one pass over memory. Each timed call is trace +
 // mark_step + wait; median of 9 after 3 warm-ups, native kernels.
-#include <lazytensor/lazytensor.h>
-
-#include <algorithm>
-#include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <functional>
-#include <string>
+#include <utility>
 #include <vector>
 
-namespace {
+#include "engine_timing.h"
 
-double median_ms(const std::function<lt::Tensor()>& op) {
-  std::vector<double> times;
-  for (int i = 0; i < 12; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    const lt::Tensor y = op();
-    lt::mark_step();
-    lt::wait_device_ops();
-    const auto end = std::chrono::steady_clock::now();
-    if (i == 2) lt::wait_kernel_compiles();
-    if (i >= 3) times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-}  // namespace
+using lt::bench::cpu_model;
+using lt::bench::median_ms;
 
 int main() {
   // Bias gradients of batch 8 x sequence 128 (and 64 x 128): attention and output projections,
