@@ -312,6 +312,140 @@ TEST_F(BertTest, MasksRepeatFromTheGeneratorStateAndChangeEveryStepWithoutRecomp
   EXPECT_EQ(lt::data::mask_tokens(input, {}).labels.to_vector<int64_t>(), masks[0]);
 }
 
+// The host's masking: BERT's proportions, the predicted tokens listed in order and padded to
+// predicted_capacity(), the same masks from the same key, and rows masked with first_row as
+// the same rows of a whole batch.
+TEST_F(BertTest, HostMaskingListsThePredictedTokensWithBertsProportions) {
+  std::vector<int64_t> ids;
+  sample_ids(64, 128, ids);
+  const lt::data::MlmOptions options;
+  const lt::data::MlmBatch batch = lt::data::mask_tokens(ids, 64, 128, options, 7);
+  const std::vector<int64_t> shown = batch.input_ids.to_vector<int64_t>();
+  const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
+  const std::vector<int64_t> positions = batch.predicted_positions.to_vector<int64_t>();
+  const std::vector<int64_t> position_labels = batch.predicted_labels.to_vector<int64_t>();
+  ASSERT_EQ(positions.size(), size_t(lt::data::predicted_capacity(64 * 128, 0.15)));
+  ASSERT_EQ(position_labels.size(), positions.size());
+  int64_t ordinary = 0, predicted = 0, masked = 0, kept = 0, randomized = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool special = ids[i] == 0 || ids[i] == 101 || ids[i] == 102;
+    ordinary += !special;
+    if (labels[i] == -100) {
+      EXPECT_EQ(shown[i], ids[i]) << i;
+      continue;
+    }
+    EXPECT_FALSE(special) << "special token predicted at " << i;
+    EXPECT_EQ(labels[i], ids[i]) << i;
+    ASSERT_LT(size_t(predicted), positions.size());
+    EXPECT_EQ(positions[predicted], int64_t(i)) << "the predicted tokens in order";
+    EXPECT_EQ(position_labels[predicted], ids[i]);
+    ++predicted;
+    if (shown[i] == 103) {
+      ++masked;
+    } else if (shown[i] == ids[i]) {
+      ++kept;
+    } else {
+      ++randomized;
+      EXPECT_GE(shown[i], 0);
+      EXPECT_LT(shown[i], options.vocab_size);
+    }
+  }
+  for (size_t k = predicted; k < positions.size(); ++k) {
+    EXPECT_EQ(positions[k], 0) << k;
+    EXPECT_EQ(position_labels[k], -100) << "padding row " << k << " counts in the loss";
+  }
+  // About 7,700 ordinary tokens: 5 standard deviations of each proportion.
+  EXPECT_NEAR(double(predicted) / ordinary, 0.15, 0.02);
+  EXPECT_NEAR(double(masked) / predicted, 0.8, 0.06);
+  EXPECT_NEAR(double(randomized) / predicted, 0.1, 0.05);
+  EXPECT_NEAR(double(kept) / predicted, 0.1, 0.05);
+
+  EXPECT_EQ(lt::data::mask_tokens(ids, 64, 128, options, 7).labels.to_vector<int64_t>(), labels);
+  EXPECT_NE(lt::data::mask_tokens(ids, 64, 128, options, 8).labels.to_vector<int64_t>(), labels);
+  // Rows 40..63 masked on their own, as a rank of data parallelism does.
+  const std::vector<int64_t> tail(ids.begin() + 40 * 128, ids.end());
+  const lt::data::MlmBatch part = lt::data::mask_tokens(tail, 24, 128, options, 7, 40);
+  EXPECT_EQ(part.labels.to_vector<int64_t>(),
+            std::vector<int64_t>(labels.begin() + 40 * 128, labels.end()));
+  EXPECT_EQ(part.input_ids.to_vector<int64_t>(),
+            std::vector<int64_t>(shown.begin() + 40 * 128, shown.end()));
+  for (int64_t p : part.predicted_positions.to_vector<int64_t>()) EXPECT_LT(p, 24 * 128);
+
+  expect_mentions(error_message([&] { lt::data::mask_tokens(ids, 64, 100, options, 7); }),
+                  {"mask_tokens", "8192 ids", "[64, 100]"});
+  lt::data::MlmOptions bad;
+  bad.mask_prob = 1.5;
+  expect_mentions(error_message([&] { lt::data::mask_tokens(ids, 64, 128, bad, 7); }),
+                  {"mask_tokens", "probabilities"});
+}
+
+// predicted_capacity: the mean plus six standard deviations, in multiples of 32, at most all.
+TEST_F(BertTest, PredictedCapacityCoversNearlyEveryBatch) {
+  EXPECT_EQ(lt::data::predicted_capacity(1024, 0.15), 224);  // 153.6 + 6 x 11.4
+  EXPECT_EQ(lt::data::predicted_capacity(64, 0.15), 32);     // 9.6 + 6 x 2.9
+  EXPECT_EQ(lt::data::predicted_capacity(20, 0.15), 20);
+  EXPECT_EQ(lt::data::predicted_capacity(1024, 1.0), 1024);
+  EXPECT_EQ(lt::data::predicted_capacity(1024, 0.0), 32);
+  // Every token predicted: the batch lists them all.
+  std::vector<int64_t> ids;
+  sample_ids(2, 16, ids);
+  lt::data::MlmOptions all;
+  all.mask_prob = 1;
+  all.special_ids = {};
+  const lt::data::MlmBatch batch = lt::data::mask_tokens(ids, 2, 16, all, 3);
+  std::vector<int64_t> every(32);
+  for (int64_t i = 0; i < 32; ++i) every[i] = i;
+  EXPECT_EQ(batch.predicted_positions.to_vector<int64_t>(), every);
+  EXPECT_EQ(batch.predicted_labels.to_vector<int64_t>(), ids);
+}
+
+// The head at the predicted tokens only gives mlm_loss's loss and gradients (dropout on: the
+// same generator state draws the same masks in both).
+TEST_F(BertTest, LossAtThePredictedTokensEqualsTheLossOverAllPositions) {
+  lt::manual_seed(11);
+  lt::models::Bert model(lt::models::BertConfig::preset("tiny"));
+  std::vector<int64_t> ids;
+  sample_ids(3, 24, ids);
+  const lt::data::MlmBatch batch = lt::data::mask_tokens(ids, 3, 24, {}, 5);
+  const std::vector<Tensor> params = model.parameters();
+  const lt::GeneratorState start = lt::generator_state();
+  const Tensor everywhere = model.mlm_loss(batch.input_ids, batch.labels);
+  const std::vector<Tensor> expected = lt::grad({everywhere}, params);
+  lt::set_generator_state(start);
+  const Tensor at =
+      model.mlm_loss_at(batch.input_ids, batch.predicted_positions, batch.predicted_labels);
+  const std::vector<Tensor> got = lt::grad({at}, params);
+  const double loss = everywhere.item();
+  EXPECT_GT(loss, 9.0);
+  EXPECT_NEAR(at.item(), loss, 1e-5 * loss);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const std::vector<float> g = got[k].to_vector<float>(), e = expected[k].to_vector<float>();
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      scale = std::max(scale, std::abs(double(e[i])));
+      worst = std::max(worst, std::abs(double(g[i]) - e[i]));
+    }
+    EXPECT_GT(scale, 0) << "parameter " << k << " got no gradient";
+    // Plus an absolute 1e-8: the keys' biases have a gradient of zero (softmax ignores a
+    // constant added to every score) that both compute as rounding noise.
+    EXPECT_LE(worst, 1e-4 * scale + 1e-8) << "parameter " << k;
+  }
+
+  expect_mentions(error_message([&] {
+                    model.mlm_loss_at(batch.input_ids, batch.labels, batch.predicted_labels);
+                  }),
+                  {"positions", "1-D", "[3, 24]"});
+  expect_mentions(error_message([&] {
+                    model.mlm_loss_at(batch.input_ids, batch.predicted_positions, batch.labels);
+                  }),
+                  {"position_labels", "[3, 24]"});
+  const Tensor beyond = lt::from_vector(std::vector<int64_t>{0, 72}, Shape{2});
+  const Tensor two = lt::from_vector(std::vector<int64_t>{5, 6}, Shape{2});
+  expect_mentions(error_message([&] { model.mlm_loss_at(batch.input_ids, beyond, two).item(); }),
+                  {"index_select", "72"});
+}
+
 TEST_F(BertTest, WindowsAreShuffledPerEpochFromTheSeedAlone) {
   std::vector<int64_t> stream(1000);
   for (size_t i = 0; i < stream.size(); ++i) stream[i] = 1000 + static_cast<int64_t>(i);

@@ -445,6 +445,33 @@ TEST_F(CliTest, TrainUnderAutocastTracksFp32) {
   lt_test::expect_mentions(refused.err, {"--precision", "fp16"});
 }
 
+// --mlm-head predicted (the default) runs the head at the predicted tokens only: the same losses
+// as the head at every position, held-out ones included, and still one compile for the run.
+TEST_F(CliTest, TrainHeadAtThePredictedTokensGivesTheLossesOfTheHeadEverywhere) {
+  const std::vector<std::string> args = with(kTinyTrain, {"--steps", "4", "--eval-every", "2"});
+  const fs::path all_report = dir_.path() / "all.json", predicted_report = dir_.path() / "p.json";
+  ASSERT_EQ(run(with(args, {"--mlm-head", "all", "--json", all_report.string()})).exit_code, 0);
+  const Outcome r = run(with(args, {"--json", predicted_report.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json predicted = read_json(predicted_report), all = read_json(all_report);
+  EXPECT_EQ(predicted["mlm_head"], "predicted");
+  EXPECT_EQ(all["mlm_head"], "all");
+  EXPECT_EQ(sum(predicted["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0);
+  ASSERT_EQ(predicted["losses"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const double loss = all["losses"][i].get<double>();
+    EXPECT_NEAR(predicted["losses"][i].get<double>(), loss, 1e-4 * loss) << "step " << i + 1;
+  }
+  ASSERT_EQ(predicted["heldout"].size(), all["heldout"].size());
+  for (size_t i = 0; i < all["heldout"].size(); ++i) {
+    const double loss = all["heldout"][i][1].get<double>();
+    EXPECT_NEAR(predicted["heldout"][i][1].get<double>(), loss, 1e-4 * loss);
+  }
+  const Outcome refused = run(with(args, {"--mlm-head", "some"}));
+  EXPECT_NE(refused.exit_code, 0);
+  lt_test::expect_mentions(refused.err, {"--mlm-head", "some"});
+}
+
 // `plot` draws several train reports on one chart and names a file that is not one.
 TEST_F(CliTest, PlotDrawsTheCurvesOfSeveralRuns) {
   const fs::path a = dir_.path() / "a.json", b = dir_.path() / "b.json";

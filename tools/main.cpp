@@ -173,6 +173,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16", "8bit"}))
       ->capture_default_str();
   train
+      ->add_option("--mlm-head", train_options.mlm_head,
+                   "predicted: the MLM head at the predicted tokens only (BERT's pretraining); "
+                   "all: at every position (HuggingFace's BertForMaskedLM); the same loss")
+      ->check(CLI::IsMember({"predicted", "all"}))
+      ->capture_default_str();
+  train
       ->add_option("--dropout", train_options.dropout,
                    "dropout probability (default: the model's 0.1)")
       ->check(CLI::Range(0.0, 0.99));

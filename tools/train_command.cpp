@@ -332,13 +332,34 @@ class Run {
     wait_device_ops();
   }
 
-  // Data parallelism (under mpirun): each rank draws its own masks and dropout: the generator
-  // continues from rank 0's state with the rank mixed into the seed (rank 0's is unchanged, so
-  // a checkpoint it saves resumes alike).
+  // Data parallelism (under mpirun): each rank draws its own dropout: the generator continues
+  // from rank 0's state with the rank mixed into the seed (rank 0's is unchanged, so a
+  // checkpoint it saves resumes alike). Masks are drawn by the host from the seed and the
+  // batch number (mask_batch), so the ranks together mask as one process would.
   void draw_per_rank() {
     GeneratorState g = generator_state();
     g.seed ^= static_cast<uint64_t>(distributed::rank()) * 0x9e3779b97f4a7c15ull;
     set_generator_state(g);
+  }
+
+  // BERT's masking of rows [first_row, first_row + batch) of `ids` ([rows, seq], host), by the
+  // host: the key depends only on the seed, the stream (training or held-out) and the batch
+  // number, so a resumed run draws the same masks and evaluations the same ones every time.
+  enum class MaskStream : uint64_t { train = 1, heldout = 2 };
+  data::MlmBatch mask_batch(const std::vector<int64_t>& ids, int64_t first_row, MaskStream stream,
+                            int64_t index) const {
+    const uint64_t key = (o_.seed * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(stream) << 56) +
+                         static_cast<uint64_t>(index);
+    const auto rows = ids.begin() + first_row * o_.seq;
+    return data::mask_tokens(std::vector<int64_t>(rows, rows + o_.batch * o_.seq), o_.batch, o_.seq,
+                             mlm_, key, first_row);
+  }
+
+  // The step's loss; --mlm-head predicted runs the head at the predicted tokens only.
+  Tensor mlm_loss(const data::MlmBatch& b) const {
+    return o_.mlm_head == "all" ? trainer_.model->mlm_loss(b.input_ids, b.labels)
+                                : trainer_.model->mlm_loss_at(b.input_ids, b.predicted_positions,
+                                                              b.predicted_labels);
   }
 
   // --precision: the dtype of the forward's matrix products.
@@ -357,21 +378,18 @@ class Run {
   double evaluate() {
     if (eval_batches_ == 0) return NAN;
     const NoGradGuard no_grad;
-    const GeneratorState saved = generator_state();
-    set_generator_state({o_.seed ^ 0x4e7a1, 0});
     trainer_.model->eval();
     std::vector<Tensor> losses;
     for (int64_t k = 0; k < eval_batches_; ++k) {
-      const data::MlmBatch b =
-          data::mask_tokens(heldout_windows_.ordered_batch(k * o_.batch, o_.batch), mlm_);
+      const data::MlmBatch b = mask_batch(heldout_windows_.ordered_ids(k * o_.batch, o_.batch), 0,
+                                          MaskStream::heldout, k);
       {
         const AutocastGuard autocast(compute_dtype());
-        losses.push_back(trainer_.model->mlm_loss(b.input_ids, b.labels));
+        losses.push_back(mlm_loss(b));
       }
       mark_step();  // one batch per graph: the same graph each time, and one batch's memory
     }
     trainer_.model->train();
-    set_generator_state(saved);
     double sum = 0;
     for (const Tensor& l : losses) sum += l.item();
     return sum / static_cast<double>(losses.size());
@@ -382,18 +400,16 @@ class Run {
     Trainer& t = trainer_;
     t.optimizer->zero_grad();
     // Under mpirun the step's batch is --batch rows per rank, and rank r masks and trains on
-    // rows [r * batch, (r + 1) * batch): the ranks together see the batches one process with
-    // --batch world x batch would (not the same masks).
+    // rows [r * batch, (r + 1) * batch): the ranks together see the batches and masks one
+    // process with --batch world x batch would.
     const int64_t world = distributed::world_size();
-    const int64_t first = distributed::rank() * o_.batch;
-    const data::MlmBatch b = data::mask_tokens(
-        train_windows_.shuffled_batch(t.step, o_.batch * world).slice(0, first, first + o_.batch),
-        mlm_);
+    const data::MlmBatch b = mask_batch(train_windows_.shuffled_ids(t.step, o_.batch * world),
+                                        distributed::rank() * o_.batch, MaskStream::train, t.step);
     Tensor loss;
     {
       // The forward under autocast; its backward records its own precision (as PyTorch's).
       const AutocastGuard autocast(compute_dtype());
-      loss = t.model->mlm_loss(b.input_ids, b.labels);
+      loss = mlm_loss(b);
     }
     loss.backward();
     if (world > 1) {
@@ -537,6 +553,7 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"weight_decay", o.weight_decay},
             {"precision", o.precision},
             {"optimizer_precision", o.optimizer_precision},
+            {"mlm_head", o.mlm_head},
             {"seed", o.seed},
             {"scalar_policy", r.policy},
             {"kernel_compiler", kernel_compiler()},

@@ -19,6 +19,7 @@ struct TrainCommandOptions {
   std::string precision = "fp32";            // fp32, or bf16: autocast (bf16 products)
   std::string optimizer_precision = "fp32";  // AdamW's state: fp32, bf16 or 8bit
   double dropout = -1;                       // -1: the model's (0.1)
+  std::string mlm_head = "predicted";        // the MLM head at the predicted tokens, or all
   std::string scalars = "argument";
   uint64_t seed = 42;
   int64_t eval_every = -1;  // -1: about ten evaluations per run

@@ -540,25 +540,36 @@ def summary(args):
     base = {}  # precision -> lazytensor's tokens/s
     runs = [("fp32", args.lazytensor_json, args.lazytensor_rss),
             ("bf16", args.lazytensor_bf16_json, args.lazytensor_bf16_rss)]
+    # Further lazytensor runs (--mlm-head all): rows against the first run of their precision.
+    runs += [(None, path, None) for path in args.lazytensor_more]
     for precision, path, rss_path in runs:
         if not path:
             continue
-        name = "lazytensor" + (" --precision bf16" if precision == "bf16" else "")
+        name = "lazytensor"
         try:
             with open(path) as f:
                 lt = json.load(f)
+            precision = precision or lt.get("precision", "fp32")
+            if precision == "bf16":
+                name += " --precision bf16"
+            if lt.get("mlm_head") == "all":
+                name += " --mlm-head all"
             median, tps, rss, note = lazytensor_perf(lt, args.batch, args.seq, args.warmup_steps)
             if rss_path:  # train_peers.sh measures it around the process
                 with open(rss_path) as f:
                     rss = int(f.read().strip())
             lt.setdefault("first_step_seconds", (lt.get("step_seconds") or [None])[0])
-            base[precision] = tps
+            ratio = f"{tps / base[precision]:.2f}x" if precision in base else "1.00x"
+            base.setdefault(precision, tps)
+            if lt.get("mlm_head"):
+                where = "every position" if lt["mlm_head"] == "all" else "the predicted tokens"
+                note += f"; MLM head at {where}"
             if lt.get("gemm_share"):
                 note += f"; GEMMs {100 * lt['gemm_share']:.0f}% of device time"
             version = lt.get("version") or "/".join(
                 str(lt[k]) for k in ("scalar_policy", "kernel_compiler") if lt.get(k)) or "-"
             rows.append([name, version, lt.get("threads", args.threads or "-"),
-                         f"{median:.4f}", f"{tps:.0f}", "1.00x",
+                         f"{median:.4f}", f"{tps:.0f}", ratio,
                          "-" if rss is None else f"{rss / GIB:.2f}",
                          "-" if lt.get("first_step_seconds") is None
                          else f"{lt['first_step_seconds']:.2f}", note])
@@ -652,6 +663,9 @@ def main():
     ap.add_argument("--lazytensor-bf16-json", help="summary: `lazytensor train --precision "
                     "bf16 --json`")
     ap.add_argument("--lazytensor-bf16-rss", help="summary: its peak RSS (bytes, in a file)")
+    ap.add_argument("--lazytensor-more", nargs="*", default=[],
+                    help="summary: more lazytensor --json reports (e.g. --mlm-head all), each a "
+                    "row against the first lazytensor run of its precision")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--warmup-steps", type=int, default=3, help="perf: untimed steps first")

@@ -15,8 +15,14 @@
 # against PyTorch 1.13 and current PyTorch eager and torch.compile under torch.autocast("cpu",
 # torch.bfloat16) (torch-xla has no CPU autocast row).
 #
+# lazytensor runs its MLM head at the predicted tokens only (`--mlm-head predicted`, its
+# default, as BERT's pretraining); the PyTorch model runs it at every position, as HuggingFace's
+# BertForMaskedLM. Unless LT_HEAD_ALL=0, lazytensor also runs with `--mlm-head all`: the
+# same work as the peers, a row of its own.
+#
 # Environment (defaults): MODEL (mini), PRECISIONS (fp32), THREADS (all usable cores), STEPS (10 timed),
 # WARMUP_STEPS (3, untimed: compiles), BATCH (8), SEQ (128), LT (build/release/lazytensor),
+# LT_HEAD_ALL (1),
 # OUT (out), LT_ARGS (extra flags for every `lazytensor train`), PARITY_STEPS (20),
 # PARITY_BATCH (8), PARITY_SEQ (128), PARITY_LR (1e-4), PARITY_WARMUP (5),
 # PARITY_SCHEDULE (linear), SKIP (comma-separated: lt,torch113,eager,compile,xla,check-hf,
@@ -43,6 +49,7 @@ PARITY_LR=${PARITY_LR:-1e-4}
 PARITY_WARMUP=${PARITY_WARMUP:-5}
 PARITY_SCHEDULE=${PARITY_SCHEDULE:-linear}
 SKIP=${SKIP:-}
+LT_HEAD_ALL=${LT_HEAD_ALL:-1}
 SYS_PY=/usr/bin/python3
 PEERS_PY=$ROOT/.venv-peers/bin/python
 XLA_PY=$ROOT/.venv-xla/bin/python
@@ -94,11 +101,12 @@ fi
 PERF=(--mode perf --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS"
       --warmup-steps "$WARMUP_STEPS" --threads "$THREADS" --dropout 0.1 --seed 0 "${HPARAMS[@]}")
 inputs=()
+lt_more=()
 for precision in $PRECISIONS; do
     sfx=$([[ $precision == fp32 ]] && echo "" || echo "-$precision")
     # A failed run must not leave an earlier run's JSON to be summarized.
     rm -f "$OUT/train-lt-$MODEL$sfx.json" "$OUT/train-lt-$MODEL$sfx.rss" \
-        "$OUT"/train-torch*-"$MODEL$sfx".json
+        "$OUT/train-lt-$MODEL$sfx-head-all.json" "$OUT"/train-torch*-"$MODEL$sfx".json
     if ((have_lt)) && ! skip lt; then
         # lazytensor runs warm-up + timed steps; the summary drops its first WARMUP_STEPS steps.
         # shellcheck disable=SC2086
@@ -107,6 +115,15 @@ for precision in $PRECISIONS; do
             --init random --data "$DATA" --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" \
             --seq "$SEQ" "${HPARAMS[@]}" --dropout 0.1 --seed 0 --precision "$precision" \
             --quiet --json "$OUT/train-lt-$MODEL$sfx.json" $LT_ARGS
+        if ((LT_HEAD_ALL)); then
+            # shellcheck disable=SC2086
+            run "lazytensor train ($MODEL, --precision $precision, --mlm-head all)" \
+                "$OUT/train-lt-$MODEL$sfx-head-all.log" "$LT" train --model "$MODEL" \
+                --init random --data "$DATA" --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" \
+                --seq "$SEQ" "${HPARAMS[@]}" --dropout 0.1 --seed 0 --precision "$precision" \
+                --mlm-head all --quiet --json "$OUT/train-lt-$MODEL$sfx-head-all.json" $LT_ARGS
+            lt_more+=("$OUT/train-lt-$MODEL$sfx-head-all.json")
+        fi
     fi
     if ! skip torch113; then
         run "PyTorch 1.13 eager ($precision)" "$OUT/train-torch113-eager-$MODEL$sfx.log" \
@@ -193,7 +210,8 @@ fi
 [[ -s $OUT/train-lt-$MODEL-bf16.rss ]] \
     && LT_JSON+=(--lazytensor-bf16-rss "$OUT/train-lt-$MODEL-bf16.rss")
 "$SYS_PY" "$TP" --mode summary --model "$MODEL" --batch "$BATCH" --seq "$SEQ" \
-    --threads "$THREADS" --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" --inputs "${inputs[@]}" \
+    --threads "$THREADS" --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" \
+    --lazytensor-more "${lt_more[@]}" --inputs "${inputs[@]}" \
     --parity "${parity[@]}" --json "$OUT/train-summary-$MODEL.json"
 echo
 echo "CPU: ${CPU:-unknown}; load average at end $(cut -d' ' -f1 /proc/loadavg)"

@@ -64,6 +64,14 @@ class Bert : public nn::Module {
   // Mean cross-entropy of the MLM logits over positions whose label is not -100.
   Tensor mlm_loss(const Tensor& input_ids, const Tensor& labels,
                   const Tensor& attention_mask = Tensor()) const;
+  // The same loss with the MLM head run only at the predicted tokens (as the original BERT and
+  // NVIDIA's pretraining do; HuggingFace's runs it at every position): positions [K] are flat
+  // indices b * L + l into input_ids, position_labels [K] their labels (-100 for rows to leave
+  // out, such as padding). With the positions of every label that is not -100 it equals
+  // mlm_loss(input_ids, labels), gradients included, in about K / (B * L) of the head's work.
+  // data::mask_tokens on host ids gives both (MlmBatch::predicted_positions and _labels).
+  Tensor mlm_loss_at(const Tensor& input_ids, const Tensor& positions,
+                     const Tensor& position_labels, const Tensor& attention_mask = Tensor()) const;
 
   // Loads weights named as HuggingFace's BertForMaskedLM or BertModel (a BertModel file's names
   // lack the "bert." prefix; its pooler and position_ids buffer are not used). Shapes must

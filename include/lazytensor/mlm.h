@@ -21,6 +21,12 @@ struct MlmOptions {
 struct MlmBatch {
   Tensor input_ids;  // [B, L] i64: the masked tokens
   Tensor labels;     // [B, L] i64: the original id where predicted, -100 elsewhere
+  // Only from the host's masking (undefined from the device's): the predicted tokens' flat
+  // positions b * L + l in order, then position 0 up to predicted_capacity(), and their
+  // labels, -100 for the padding. Bert::mlm_loss_at runs the MLM head at these rows only; its
+  // loss is mlm_loss(input_ids, labels)'s.
+  Tensor predicted_positions;  // [K] i64
+  Tensor predicted_labels;     // [K] i64
 };
 
 // BERT's masking of ids [B, L] (i64), as HuggingFace's DataCollatorForLanguageModeling: each
@@ -29,6 +35,21 @@ struct MlmBatch {
 // probability replace_random, and kept otherwise. Three draws of the generator (lt::rand): a
 // new mask every step without a recompile, the same masks from the same generator state.
 MlmBatch mask_tokens(const Tensor& ids, const MlmOptions& options);
+
+// The same masking done by the host for ids it holds (row-major [batch, L]), so that it knows
+// which tokens are predicted before anything runs. Each token's three uniform draws are a
+// counter-based hash of `key` and the token's index (first_row + b) * L + l: the masks depend
+// only on the key and the ids, so a resumed run draws the same ones, and ranks that each mask
+// their rows of one batch (first_row = their first row) draw what one process would. The
+// distribution is mask_tokens', not its random stream.
+MlmBatch mask_tokens(const std::vector<int64_t>& ids, int64_t batch, int64_t seq_len,
+                     const MlmOptions& options, uint64_t key, int64_t first_row = 0);
+
+// The row count K of predicted_positions for `tokens` tokens: the mean count plus six standard
+// deviations of the binomial, rounded up to a multiple of 32 and at most `tokens`, so that K
+// is the same for nearly every batch (no recompiles). A batch with more predicted tokens (odds
+// below one in 10^8) gets the next multiple of 32 that holds them.
+int64_t predicted_capacity(int64_t tokens, double mask_prob);
 
 // Windows [CLS] t_k ... t_{k+L-3} [SEP] over a token stream, at stride L - 2 (the tail that
 // does not fill a window is dropped; a stream shorter than one window has none).
@@ -44,6 +65,9 @@ class TokenWindows {
   Tensor shuffled_batch(int64_t index, int64_t batch_size) const;
   // Windows first, first + 1, ... in stream order (held-out evaluation).
   Tensor ordered_batch(int64_t first, int64_t batch_size) const;
+  // The same two batches as host ids, row-major [batch_size, L] (for the host's masking).
+  std::vector<int64_t> shuffled_ids(int64_t index, int64_t batch_size) const;
+  std::vector<int64_t> ordered_ids(int64_t first, int64_t batch_size) const;
   // The host ids of window w.
   std::vector<int64_t> window(int64_t w) const;
 

@@ -56,6 +56,21 @@ void bind_data(nb::module_& m) {
         return nb::make_tuple(batch.input_ids, batch.labels);
       },
       "ids"_a, "options"_a, "(input_ids, labels): 15% of the tokens predicted, on the device");
+  data.def(
+      "mask_tokens",
+      [](const std::vector<int64_t>& ids, int64_t batch, int64_t seq_len,
+         const lt::data::MlmOptions& options, uint64_t key, int64_t first_row) {
+        const lt::data::MlmBatch b =
+            lt::data::mask_tokens(ids, batch, seq_len, options, key, first_row);
+        return nb::make_tuple(b.input_ids, b.labels, b.predicted_positions, b.predicted_labels);
+      },
+      "ids"_a, "batch"_a, "seq_len"_a, "options"_a, "key"_a, "first_row"_a = 0,
+      "(input_ids, labels, predicted_positions, predicted_labels): the same masking by the host, "
+      "from host ids [batch * seq_len] and a key; positions b * L + l of the predicted tokens, "
+      "padded with 0 (label -100) to predicted_capacity(), for a head run at those rows only");
+  data.def("predicted_capacity", &lt::data::predicted_capacity, "tokens"_a, "mask_prob"_a,
+           "rows of predicted_positions: the mean count plus six standard deviations, in "
+           "multiples of 32");
   nb::class_<lt::data::TokenWindows>(data, "TokenWindows")
       .def(nb::init<std::vector<int64_t>, int64_t, int64_t, int64_t, uint64_t>(), "stream"_a,
            "seq_len"_a, "cls_id"_a, "sep_id"_a, "seed"_a)
@@ -63,6 +78,8 @@ void bind_data(nb::module_& m) {
       .def_prop_ro("seq_len", &lt::data::TokenWindows::seq_len)
       .def("shuffled_batch", &lt::data::TokenWindows::shuffled_batch, "index"_a, "batch_size"_a)
       .def("ordered_batch", &lt::data::TokenWindows::ordered_batch, "first"_a, "batch_size"_a)
+      .def("shuffled_ids", &lt::data::TokenWindows::shuffled_ids, "index"_a, "batch_size"_a)
+      .def("ordered_ids", &lt::data::TokenWindows::ordered_ids, "first"_a, "batch_size"_a)
       .def("window", &lt::data::TokenWindows::window, "w"_a);
 
   nb::module_ st = m.def_submodule("safetensors", "Reading and writing safetensors files");

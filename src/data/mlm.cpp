@@ -1,6 +1,8 @@
 // Masked-language-model batches: windows over a token stream and BERT's masking.
 #include "lazytensor/mlm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -8,12 +10,9 @@
 #include "lazytensor/functional.h"
 
 namespace lt::data {
+namespace {
 
-MlmBatch mask_tokens(const Tensor& ids, const MlmOptions& o) {
-  if (!ids.defined() || dtype_is_floating(ids.dtype()) || ids.dtype() == DType::boolean) {
-    throw Error("mask_tokens: expected integer token ids, got " +
-                (ids.defined() ? std::string(dtype_name(ids.dtype())) : std::string("undefined")));
-  }
+void check_options(const MlmOptions& o) {
   for (double p : {o.mask_prob, o.replace_mask, o.replace_random}) {
     if (!(p >= 0 && p <= 1)) {
       throw Error("mask_tokens: probabilities must be in [0, 1], got " + std::to_string(p));
@@ -26,6 +25,91 @@ MlmBatch mask_tokens(const Tensor& ids, const MlmOptions& o) {
     throw Error("mask_tokens: mask_id " + std::to_string(o.mask_id) +
                 " is outside the vocabulary of " + std::to_string(o.vocab_size));
   }
+}
+
+// splitmix64's finalizer: a bijection of 64-bit words in which every output bit depends on
+// every input bit.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Draw `draw` (0, 1 or 2) of token `index` under `key`: uniform in [0, 1), 53 random bits.
+double uniform(uint64_t key, int64_t index, int draw) {
+  const uint64_t counter = static_cast<uint64_t>(index) * 3 + static_cast<uint64_t>(draw);
+  return static_cast<double>(mix64(mix64(key) ^ (counter * 0x9e3779b97f4a7c15ull)) >> 11) *
+         0x1.0p-53;
+}
+
+int64_t round_up_32(int64_t n) {
+  return (n + 31) / 32 * 32;
+}
+
+}  // namespace
+
+int64_t predicted_capacity(int64_t tokens, double mask_prob) {
+  if (tokens <= 0 || !(mask_prob >= 0 && mask_prob <= 1)) {
+    throw Error("predicted_capacity: " + std::to_string(tokens) + " tokens, mask_prob " +
+                std::to_string(mask_prob));
+  }
+  const double n = static_cast<double>(tokens);
+  const double bound = n * mask_prob + 6 * std::sqrt(n * mask_prob * (1 - mask_prob));
+  return std::min(tokens, round_up_32(std::max<int64_t>(1, std::llround(std::ceil(bound)))));
+}
+
+MlmBatch mask_tokens(const std::vector<int64_t>& ids, int64_t batch, int64_t seq_len,
+                     const MlmOptions& o, uint64_t key, int64_t first_row) {
+  check_options(o);
+  if (batch <= 0 || seq_len <= 0 || static_cast<int64_t>(ids.size()) != batch * seq_len) {
+    throw Error("mask_tokens: " + std::to_string(ids.size()) + " ids do not make [" +
+                std::to_string(batch) + ", " + std::to_string(seq_len) + "]");
+  }
+  if (first_row < 0) {
+    throw Error("mask_tokens: first_row must not be negative, got " + std::to_string(first_row));
+  }
+  const int64_t n = batch * seq_len;
+  std::vector<int64_t> shown = ids;
+  std::vector<int64_t> labels(n, -100);
+  std::vector<int64_t> positions;
+  std::vector<int64_t> position_labels;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t index = first_row * seq_len + i;
+    if (std::find(o.special_ids.begin(), o.special_ids.end(), ids[i]) != o.special_ids.end() ||
+        uniform(key, index, 0) >= o.mask_prob) {
+      continue;
+    }
+    labels[i] = ids[i];
+    positions.push_back(i);
+    position_labels.push_back(ids[i]);
+    const double split = uniform(key, index, 1);
+    if (split < o.replace_mask) {
+      shown[i] = o.mask_id;
+    } else if (split < o.replace_mask + o.replace_random) {
+      // floor(u * V) < V for u < 1 in f64.
+      shown[i] = static_cast<int64_t>(uniform(key, index, 2) * static_cast<double>(o.vocab_size));
+    }
+  }
+  const int64_t predicted = static_cast<int64_t>(positions.size());
+  int64_t capacity = predicted_capacity(n, o.mask_prob);
+  if (predicted > capacity) capacity = std::min(n, round_up_32(predicted));
+  positions.resize(capacity, 0);
+  position_labels.resize(capacity, -100);
+  const Shape shape{batch, seq_len};
+  MlmBatch out;
+  out.input_ids = from_vector(shown, shape);
+  out.labels = from_vector(labels, shape);
+  out.predicted_positions = from_vector(positions, Shape{capacity});
+  out.predicted_labels = from_vector(position_labels, Shape{capacity});
+  return out;
+}
+
+MlmBatch mask_tokens(const Tensor& ids, const MlmOptions& o) {
+  if (!ids.defined() || dtype_is_floating(ids.dtype()) || ids.dtype() == DType::boolean) {
+    throw Error("mask_tokens: expected integer token ids, got " +
+                (ids.defined() ? std::string(dtype_name(ids.dtype())) : std::string("undefined")));
+  }
+  check_options(o);
   const Shape& shape = ids.shape();
   // Ids up to 2^53 are exact in f64, and where() computes in a floating type.
   const Tensor values = ids.to(DType::f64);
@@ -92,6 +176,14 @@ const std::vector<int64_t>& TokenWindows::epoch_order(int64_t epoch) const {
 }
 
 Tensor TokenWindows::shuffled_batch(int64_t index, int64_t batch_size) const {
+  return from_vector(shuffled_ids(index, batch_size), Shape{batch_size, seq_len_});
+}
+
+Tensor TokenWindows::ordered_batch(int64_t first, int64_t batch_size) const {
+  return from_vector(ordered_ids(first, batch_size), Shape{batch_size, seq_len_});
+}
+
+std::vector<int64_t> TokenWindows::shuffled_ids(int64_t index, int64_t batch_size) const {
   if (windows_ == 0) {
     throw Error("TokenWindows: " + std::to_string(stream_.size()) +
                 " tokens do not fill one window of " + std::to_string(seq_len_) + " tokens");
@@ -107,10 +199,10 @@ Tensor TokenWindows::shuffled_batch(int64_t index, int64_t batch_size) const {
     const std::vector<int64_t> w = window(epoch_order(position / windows_)[position % windows_]);
     ids.insert(ids.end(), w.begin(), w.end());
   }
-  return from_vector(ids, Shape{batch_size, seq_len_});
+  return ids;
 }
 
-Tensor TokenWindows::ordered_batch(int64_t first, int64_t batch_size) const {
+std::vector<int64_t> TokenWindows::ordered_ids(int64_t first, int64_t batch_size) const {
   if (first < 0 || batch_size <= 0 || first + batch_size > windows_) {
     throw Error("TokenWindows: windows " + std::to_string(first) + " to " +
                 std::to_string(first + batch_size) + " of " + std::to_string(windows_));
@@ -121,7 +213,7 @@ Tensor TokenWindows::ordered_batch(int64_t first, int64_t batch_size) const {
     const std::vector<int64_t> w = window(first + k);
     ids.insert(ids.end(), w.begin(), w.end());
   }
-  return from_vector(ids, Shape{batch_size, seq_len_});
+  return ids;
 }
 
 }  // namespace lt::data

@@ -314,6 +314,25 @@ Tensor Bert::mlm_loss(const Tensor& input_ids, const Tensor& labels,
   return cross_entropy(logits.view({-1, config_.vocab_size}), labels.reshape({-1}), -100);
 }
 
+Tensor Bert::mlm_loss_at(const Tensor& input_ids, const Tensor& positions,
+                         const Tensor& position_labels, const Tensor& attention_mask) const {
+  if (!positions.defined() || positions.dim() != 1 || dtype_is_floating(positions.dtype()) ||
+      positions.dtype() == DType::boolean) {
+    throw Error("Bert: positions must be a 1-D tensor of integer indices, got " +
+                (positions.defined()
+                     ? std::string(dtype_name(positions.dtype())) + " " + positions.shape().str()
+                     : std::string("undefined")));
+  }
+  if (!position_labels.defined() || position_labels.shape() != positions.shape()) {
+    throw Error(
+        "Bert: position_labels must have the shape of positions " + positions.shape().str() +
+        (position_labels.defined() ? ", got " + position_labels.shape().str() : std::string()));
+  }
+  const Tensor hidden = encode(input_ids, attention_mask);
+  const Tensor rows = hidden.reshape({-1, config_.hidden_size}).index_select(0, positions);
+  return cross_entropy(mlm_logits(rows), position_labels, -100);
+}
+
 nn::LoadResult Bert::load_pretrained(const nn::NamedTensors& state) {
   // Names a BertForMaskedLM or BertModel file may hold that this model has no use for: the
   // pooler, the position_ids buffer, the tied decoder, the next-sentence head.
