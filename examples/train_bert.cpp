@@ -31,9 +31,13 @@ int main(int argc, char** argv) {
     lt::mark_step();  // initial values and loaded weights
     double first = 0, last = 0;
     for (int64_t step = 0; step < steps; ++step) {
-      lt::data::MlmBatch batch = lt::data::mask_tokens(windows.shuffled_batch(step, 8), {});
+      // BERT's masking by the host (the key: the batch number), so the MLM head runs only at
+      // the predicted tokens, a fixed number of rows (lt::data::predicted_capacity).
+      lt::data::MlmBatch batch =
+          lt::data::mask_tokens(windows.shuffled_ids(step, 8), 8, 128, {}, /*key=*/step);
       opt.zero_grad();
-      lt::Tensor loss = model.mlm_loss(batch.input_ids, batch.labels);
+      lt::Tensor loss =
+          model.mlm_loss_at(batch.input_ids, batch.predicted_positions, batch.predicted_labels);
       loss.backward();
       opt.step();
       lt::mark_step();  // one graph per step, compiled once

@@ -369,10 +369,20 @@ TEST_F(BertTest, HostMaskingListsThePredictedTokensWithBertsProportions) {
             std::vector<int64_t>(labels.begin() + 40 * 128, labels.end()));
   EXPECT_EQ(part.input_ids.to_vector<int64_t>(),
             std::vector<int64_t>(shown.begin() + 40 * 128, shown.end()));
-  for (int64_t p : part.predicted_positions.to_vector<int64_t>()) EXPECT_LT(p, 24 * 128);
+  // Its positions index its own rows: the whole batch's from row 40 on, less 40 rows.
+  std::vector<int64_t> expected_positions;
+  for (int64_t k = 0; k < predicted; ++k) {
+    if (positions[k] >= 40 * 128) expected_positions.push_back(positions[k] - 40 * 128);
+  }
+  std::vector<int64_t> part_positions = part.predicted_positions.to_vector<int64_t>();
+  ASSERT_GE(part_positions.size(), expected_positions.size());
+  part_positions.resize(expected_positions.size());
+  EXPECT_EQ(part_positions, expected_positions);
 
   expect_mentions(error_message([&] { lt::data::mask_tokens(ids, 64, 100, options, 7); }),
                   {"mask_tokens", "8192 ids", "[64, 100]"});
+  expect_mentions(error_message([&] { lt::data::mask_tokens(ids, 64, 128, options, 7, -1); }),
+                  {"mask_tokens", "first_row", "-1"});
   lt::data::MlmOptions bad;
   bad.mask_prob = 1.5;
   expect_mentions(error_message([&] { lt::data::mask_tokens(ids, 64, 128, bad, 7); }),

@@ -451,7 +451,9 @@ TEST_F(CliTest, TrainHeadAtThePredictedTokensGivesTheLossesOfTheHeadEverywhere) 
   const std::vector<std::string> args = with(kTinyTrain, {"--steps", "4", "--eval-every", "2"});
   const fs::path all_report = dir_.path() / "all.json", predicted_report = dir_.path() / "p.json";
   ASSERT_EQ(run(with(args, {"--mlm-head", "all", "--json", all_report.string()})).exit_code, 0);
-  const Outcome r = run(with(args, {"--json", predicted_report.string()}));
+  const fs::path checkpoint = dir_.path() / "p.safetensors";
+  const Outcome r =
+      run(with(args, {"--json", predicted_report.string(), "--save", checkpoint.string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json predicted = read_json(predicted_report), all = read_json(all_report);
   EXPECT_EQ(predicted["mlm_head"], "predicted");
@@ -467,6 +469,11 @@ TEST_F(CliTest, TrainHeadAtThePredictedTokensGivesTheLossesOfTheHeadEverywhere) 
     const double loss = all["heldout"][i][1].get<double>();
     EXPECT_NEAR(predicted["heldout"][i][1].get<double>(), loss, 1e-4 * loss);
   }
+  // Resumed under the other head: allowed, with a warning that the run will differ.
+  const Outcome resumed =
+      run(with(kTinyTrain, {"--steps", "5", "--mlm-head", "all", "--resume", checkpoint.string()}));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  lt_test::expect_mentions(resumed.err, {"--mlm-head", "\"all\"", "\"predicted\"", "differs"});
   const Outcome refused = run(with(args, {"--mlm-head", "some"}));
   EXPECT_NE(refused.exit_code, 0);
   lt_test::expect_mentions(refused.err, {"--mlm-head", "some"});

@@ -174,7 +174,8 @@ json run_settings(const TrainCommandOptions& o) {
           {"weight_decay", o.weight_decay},
           {"optimizer_precision", o.optimizer_precision},
           {"clip_norm", o.clip_norm},
-          {"dropout", o.dropout}};
+          {"dropout", o.dropout},
+          {"mlm_head", o.mlm_head}};
 }
 
 void save_checkpoint(const std::string& path, const Trainer& t, const TrainCommandOptions& o) {
@@ -216,7 +217,7 @@ void resume(Trainer& t, const TrainCommandOptions& o) {
     throw Error("train --resume: " + o.resume_path + " has format '" + meta("format") +
                 "', expected " + kCheckpointFormat);
   }
-  const json run = json::parse(meta("run"));
+  json run = json::parse(meta("run"));
   for (const char* key : {"model", "batch", "seq", "seed"}) {
     if (run.at(key) != run_settings(o).at(key)) {
       throw Error("train --resume: the checkpoint was made with --" + std::string(key) + " " +
@@ -229,12 +230,18 @@ void resume(Trainer& t, const TrainCommandOptions& o) {
     throw Error("train --resume: the checkpoint holds " + precision +
                 " optimizer state, not --optimizer-precision " + o.optimizer_precision);
   }
-  for (const char* key : {"lr", "warmup", "steps", "schedule", "weight_decay", "clip_norm"}) {
+  // Checkpoints from before --mlm-head ran the head at every position.
+  if (!run.contains("mlm_head")) run["mlm_head"] = "all";
+  for (const char* key :
+       {"lr", "warmup", "steps", "schedule", "weight_decay", "clip_norm", "mlm_head"}) {
     if (run.at(key) != run_settings(o).at(key)) {
+      std::string flag = key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
       std::fprintf(stderr,
                    "train --resume: warning: --%s %s differs from the checkpoint's %s: the run "
                    "will not match an uninterrupted one\n",
-                   key, run_settings(o).at(key).dump().c_str(), run.at(key).dump().c_str());
+                   flag.c_str(), run_settings(o).at(key).dump().c_str(),
+                   run.at(key).dump().c_str());
     }
   }
   t.model->load_state_dict(to_named(ck.tensors, "optimizer."), /*strict=*/true);
@@ -348,8 +355,9 @@ class Run {
   enum class MaskStream : uint64_t { train = 1, heldout = 2 };
   data::MlmBatch mask_batch(const std::vector<int64_t>& ids, int64_t first_row, MaskStream stream,
                             int64_t index) const {
-    const uint64_t key = (o_.seed * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(stream) << 56) +
-                         static_cast<uint64_t>(index);
+    const uint64_t key =
+        ((o_.seed * 0x9e3779b97f4a7c15ull) ^ (static_cast<uint64_t>(stream) << 56)) +
+        static_cast<uint64_t>(index);
     const auto rows = ids.begin() + first_row * o_.seq;
     return data::mask_tokens(std::vector<int64_t>(rows, rows + o_.batch * o_.seq), o_.batch, o_.seq,
                              mlm_, key, first_row);
@@ -374,7 +382,7 @@ class Run {
   int64_t train_windows() const { return train_windows_.size(); }
 
   // Mean MLM loss over the first eval_batches held-out batches, with masks that are the same
-  // at every evaluation (the generator is set aside and restored), in evaluation mode.
+  // at every evaluation (keyed by the seed and the held-out batch number), in evaluation mode.
   double evaluate() {
     if (eval_batches_ == 0) return NAN;
     const NoGradGuard no_grad;

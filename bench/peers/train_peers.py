@@ -540,9 +540,13 @@ def summary(args):
     base = {}  # precision -> lazytensor's tokens/s
     runs = [("fp32", args.lazytensor_json, args.lazytensor_rss),
             ("bf16", args.lazytensor_bf16_json, args.lazytensor_bf16_rss)]
-    # Further lazytensor runs (--mlm-head all): rows against the first run of their precision.
-    runs += [(None, path, None) for path in args.lazytensor_more]
+    # Further lazytensor runs (--mlm-head all): rows against the main run of their precision
+    # (their RSS files, when given, in the same order).
+    more_rss = args.lazytensor_more_rss or []
+    runs += [(None, path, more_rss[k] if k < len(more_rss) else None)
+             for k, path in enumerate(args.lazytensor_more)]
     for precision, path, rss_path in runs:
+        main_run = precision is not None
         if not path:
             continue
         name = "lazytensor"
@@ -559,8 +563,11 @@ def summary(args):
                 with open(rss_path) as f:
                     rss = int(f.read().strip())
             lt.setdefault("first_step_seconds", (lt.get("step_seconds") or [None])[0])
-            ratio = f"{tps / base[precision]:.2f}x" if precision in base else "1.00x"
-            base.setdefault(precision, tps)
+            if main_run:
+                base[precision] = tps
+                ratio = "1.00x"
+            else:
+                ratio = f"{tps / base[precision]:.2f}x" if precision in base else "-"
             if lt.get("mlm_head"):
                 where = "every position" if lt["mlm_head"] == "all" else "the predicted tokens"
                 note += f"; MLM head at {where}"
@@ -663,6 +670,8 @@ def main():
     ap.add_argument("--lazytensor-bf16-json", help="summary: `lazytensor train --precision "
                     "bf16 --json`")
     ap.add_argument("--lazytensor-bf16-rss", help="summary: its peak RSS (bytes, in a file)")
+    ap.add_argument("--lazytensor-more-rss", nargs="*", default=[],
+                    help="summary: the peak RSS files of --lazytensor-more, in its order")
     ap.add_argument("--lazytensor-more", nargs="*", default=[],
                     help="summary: more lazytensor --json reports (e.g. --mlm-head all), each a "
                     "row against the first lazytensor run of its precision")

@@ -102,11 +102,13 @@ PERF=(--mode perf --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS
       --warmup-steps "$WARMUP_STEPS" --threads "$THREADS" --dropout 0.1 --seed 0 "${HPARAMS[@]}")
 inputs=()
 lt_more=()
+lt_more_rss=()
 for precision in $PRECISIONS; do
     sfx=$([[ $precision == fp32 ]] && echo "" || echo "-$precision")
     # A failed run must not leave an earlier run's JSON to be summarized.
     rm -f "$OUT/train-lt-$MODEL$sfx.json" "$OUT/train-lt-$MODEL$sfx.rss" \
-        "$OUT/train-lt-$MODEL$sfx-head-all.json" "$OUT"/train-torch*-"$MODEL$sfx".json
+        "$OUT/train-lt-$MODEL$sfx-head-all.json" "$OUT/train-lt-$MODEL$sfx-head-all.rss" \
+        "$OUT"/train-torch*-"$MODEL$sfx".json
     if ((have_lt)) && ! skip lt; then
         # lazytensor runs warm-up + timed steps; the summary drops its first WARMUP_STEPS steps.
         # shellcheck disable=SC2086
@@ -118,11 +120,14 @@ for precision in $PRECISIONS; do
         if ((LT_HEAD_ALL)); then
             # shellcheck disable=SC2086
             run "lazytensor train ($MODEL, --precision $precision, --mlm-head all)" \
-                "$OUT/train-lt-$MODEL$sfx-head-all.log" "$LT" train --model "$MODEL" \
+                "$OUT/train-lt-$MODEL$sfx-head-all.log" \
+                "$SYS_PY" -c "$WITH_RSS" "$OUT/train-lt-$MODEL$sfx-head-all.rss" "$LT" train --model "$MODEL" \
                 --init random --data "$DATA" --steps $((WARMUP_STEPS + STEPS)) --batch "$BATCH" \
                 --seq "$SEQ" "${HPARAMS[@]}" --dropout 0.1 --seed 0 --precision "$precision" \
                 --mlm-head all --quiet --json "$OUT/train-lt-$MODEL$sfx-head-all.json" $LT_ARGS
             lt_more+=("$OUT/train-lt-$MODEL$sfx-head-all.json")
+            [[ -s $OUT/train-lt-$MODEL$sfx-head-all.rss ]] \
+                && lt_more_rss+=("$OUT/train-lt-$MODEL$sfx-head-all.rss")
         fi
     fi
     if ! skip torch113; then
@@ -211,7 +216,8 @@ fi
     && LT_JSON+=(--lazytensor-bf16-rss "$OUT/train-lt-$MODEL-bf16.rss")
 "$SYS_PY" "$TP" --mode summary --model "$MODEL" --batch "$BATCH" --seq "$SEQ" \
     --threads "$THREADS" --warmup-steps "$WARMUP_STEPS" "${LT_JSON[@]}" \
-    --lazytensor-more "${lt_more[@]}" --inputs "${inputs[@]}" \
+    --lazytensor-more "${lt_more[@]}" --lazytensor-more-rss "${lt_more_rss[@]}" \
+    --inputs "${inputs[@]}" \
     --parity "${parity[@]}" --json "$OUT/train-summary-$MODEL.json"
 echo
 echo "CPU: ${CPU:-unknown}; load average at end $(cut -d' ' -f1 /proc/loadavg)"

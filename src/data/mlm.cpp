@@ -8,6 +8,7 @@
 
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "trace/counter_uniform.h"
 
 namespace lt::data {
 namespace {
@@ -27,19 +28,10 @@ void check_options(const MlmOptions& o) {
   }
 }
 
-// splitmix64's finalizer: a bijection of 64-bit words in which every output bit depends on
-// every input bit.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Draw `draw` (0, 1 or 2) of token `index` under `key`: uniform in [0, 1), 53 random bits.
+// Draw `draw` (0, 1 or 2) of token `index` under `key`.
 double uniform(uint64_t key, int64_t index, int draw) {
-  const uint64_t counter = static_cast<uint64_t>(index) * 3 + static_cast<uint64_t>(draw);
-  return static_cast<double>(mix64(mix64(key) ^ (counter * 0x9e3779b97f4a7c15ull)) >> 11) *
-         0x1.0p-53;
+  return detail::counter_uniform(key,
+                                 static_cast<uint64_t>(index) * 3 + static_cast<uint64_t>(draw));
 }
 
 int64_t round_up_32(int64_t n) {
@@ -50,8 +42,8 @@ int64_t round_up_32(int64_t n) {
 
 int64_t predicted_capacity(int64_t tokens, double mask_prob) {
   if (tokens <= 0 || !(mask_prob >= 0 && mask_prob <= 1)) {
-    throw Error("predicted_capacity: " + std::to_string(tokens) + " tokens, mask_prob " +
-                std::to_string(mask_prob));
+    throw Error("predicted_capacity: needs tokens > 0 and mask_prob in [0, 1], got " +
+                std::to_string(tokens) + " tokens and mask_prob " + std::to_string(mask_prob));
   }
   const double n = static_cast<double>(tokens);
   const double bound = n * mask_prob + 6 * std::sqrt(n * mask_prob * (1 - mask_prob));

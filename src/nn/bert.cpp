@@ -318,7 +318,7 @@ Tensor Bert::mlm_loss_at(const Tensor& input_ids, const Tensor& positions,
                          const Tensor& position_labels, const Tensor& attention_mask) const {
   if (!positions.defined() || positions.dim() != 1 || dtype_is_floating(positions.dtype()) ||
       positions.dtype() == DType::boolean) {
-    throw Error("Bert: positions must be a 1-D tensor of integer indices, got " +
+    throw Error("Bert::mlm_loss_at: positions must be a 1-D tensor of integer indices, got " +
                 (positions.defined()
                      ? std::string(dtype_name(positions.dtype())) + " " + positions.shape().str()
                      : std::string("undefined")));

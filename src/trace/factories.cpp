@@ -12,6 +12,7 @@
 #include "lazytensor/tensor.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/counter_uniform.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -42,16 +43,6 @@ Tensor upload(const void* values, const Shape& shape, DType dtype) {
   return tensor_over(std::move(data));
 }
 
-// Counter-based generator (SplitMix64): value i depends only on (seed, i), so the same seed
-// gives the same tensor whatever else ran before.
-double uniform(uint64_t seed, uint64_t i) {
-  uint64_t z = seed * 0x9e3779b97f4a7c15ull + (i + 1) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-
 Tensor random(const char* op, const Shape& shape, uint64_t seed, DType dtype, bool normal) {
   trace::check_dtype(op, dtype);
   if (!dtype_is_floating(dtype)) {
@@ -63,10 +54,11 @@ Tensor random(const char* op, const Shape& shape, uint64_t seed, DType dtype, bo
   std::vector<double> values(n);
   for (int64_t i = 0; i < n; ++i) {
     if (normal) {  // Box-Muller over two independent uniforms
-      const double u1 = 1.0 - uniform(seed, 2 * i), u2 = uniform(seed, 2 * i + 1);
+      const double u1 = 1.0 - detail::counter_uniform(seed, 2 * i),
+                   u2 = detail::counter_uniform(seed, 2 * i + 1);
       values[i] = std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
     } else {
-      values[i] = uniform(seed, i);
+      values[i] = detail::counter_uniform(seed, i);
     }
   }
   return visit_dtype(dtype, [&](auto tag) {
