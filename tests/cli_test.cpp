@@ -424,6 +424,9 @@ TEST_F(CliTest, TrainUnderAutocastTracksFp32) {
   const json report = read_json(bf16_report), reference = read_json(fp32_report);
   EXPECT_EQ(report["precision"], "bf16");
   EXPECT_EQ(reference["precision"], "fp32");
+  EXPECT_EQ(report["matmul_library"], lt::matmul_library(lt::DType::bf16));
+  EXPECT_EQ(reference["matmul_library"], lt::matmul_library(lt::DType::f32));
+  lt_test::expect_mentions(r.out, {"products: bf16, " + lt::matmul_library(lt::DType::bf16)});
   // The weights' copies are made before the first step: one compile for the run.
   EXPECT_EQ(sum(report["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0);
   for (const json* j : {&report, &reference}) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lazytensor/error.h"
+#include "lazytensor/runtime.h"
 
 namespace lt::backend::cpu {
 namespace {
@@ -347,6 +348,11 @@ TEST_P(GemmTest, NamesItsLibrary) {
   if (GetParam().operands == DType::f64) {
     EXPECT_TRUE(library.starts_with("OpenBLAS ")) << library;
   }
+  // The public name says when bf16 operands are widened (no oneDNN bf16 kernel on this CPU).
+  const std::string public_name = lt::matmul_library(GetParam().operands);
+  EXPECT_TRUE(public_name.starts_with(library)) << public_name;
+  const bool widened = GetParam().operands == DType::bf16 && !library.starts_with("oneDNN");
+  EXPECT_EQ(public_name.ends_with("(bf16 operands widened to f32)"), widened) << public_name;
 }
 
 TEST(GemmBf16Test, RoundsTheF32ResultToNearestEven) {
@@ -377,6 +383,7 @@ TEST(GemmErrorTest, RejectsDtypesWithoutAMultiply) {
       EXPECT_TRUE(std::string(error.what()).starts_with("matmul:")) << error.what();
     }
     EXPECT_THROW(gemm_library(dtype), Error);
+    EXPECT_THROW(lt::matmul_library(dtype), Error);
   }
 }
 

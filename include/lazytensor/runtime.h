@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "lazytensor/dtype.h"
+
 namespace lt {
 
 class Tensor;
@@ -70,6 +72,12 @@ size_t data_cache_size();
 // stderr; the counter NativeCompileFailure counts it); the setting itself does not change.
 void set_kernel_compiler(const std::string& name);
 std::string kernel_compiler();
+// The library that runs the CPU device's matrix products of `dtype` (f32, bf16 or f64), with
+// its version: "oneDNN 2.6.3", "OpenBLAS 0.3.21". bf16 products on a CPU for which oneDNN has
+// no bf16 kernel (it has them with AVX-512 or AMX) have their operands widened to f32 first, at
+// f32's speed less the widening: "OpenBLAS 0.3.21 (bf16 operands widened to f32)".
+// lt::Error for other dtypes.
+std::string matmul_library(DType dtype);
 // Tiered compilation (on by default): a step whose native kernels are not compiled yet runs at
 // once on the interpreter while the system compiler works in the background, on every core;
 // later launches switch to the native code as it arrives. Off: a step waits for its kernels.

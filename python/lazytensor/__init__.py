@@ -54,6 +54,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     manual_seed,
     mark_step,
     matmul,
+    matmul_library,
     metrics,
     promote_types,
     reset_peak_device_memory,

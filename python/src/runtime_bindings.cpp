@@ -29,6 +29,8 @@ void bind_runtime(nb::module_& m) {
   // Compilation and caches.
   m.def("set_kernel_compiler", &lt::set_kernel_compiler, "name"_a);
   m.def("kernel_compiler", &lt::kernel_compiler);
+  m.def("matmul_library", &lt::matmul_library, "dtype"_a,
+        "the library (and version) that runs matrix products of this dtype");
   m.def("set_tiered_compilation", &lt::set_tiered_compilation, "enabled"_a);
   m.def("tiered_compilation", &lt::tiered_compilation);
   m.def("wait_kernel_compiles", &lt::wait_kernel_compiles,

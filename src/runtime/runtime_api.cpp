@@ -1,4 +1,5 @@
 // The public functions of lazytensor/runtime.h.
+#include "backend/cpu/gemm.h"
 #include "backend/registry.h"
 #include "compiler/compiled_kernel.h"
 #include "ir/node.h"
@@ -131,6 +132,14 @@ void set_kernel_compiler(const std::string& name) {
 }
 std::string kernel_compiler() {
   return runtime::config().kernel_compiler();
+}
+
+std::string matmul_library(DType dtype) {
+  const std::string name = backend::cpu::gemm_library(dtype);
+  if (dtype == DType::bf16 && !name.starts_with("oneDNN")) {
+    return name + " (bf16 operands widened to f32)";
+  }
+  return name;
 }
 void set_tiered_compilation(bool enabled) {
   runtime::config().tiered_compilation = enabled;

@@ -3,6 +3,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import lazytensor as lt
 
@@ -97,3 +98,14 @@ def test_threads_trace_their_own_values(rng):
         for _ in range(20):
             want = want * 1.5 - 0.25
         np.testing.assert_allclose(results[k], want, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_library_names_the_library_of_each_dtype():
+    for dtype in (lt.float32, lt.float64, lt.bfloat16):
+        name = lt.matmul_library(dtype)
+        assert name.startswith(("oneDNN ", "OpenBLAS ")), name
+    assert lt.matmul_library(lt.float64).startswith("OpenBLAS ")  # oneDNN has no f64 matmul
+    bf16 = lt.matmul_library(lt.bfloat16)
+    assert bf16.startswith("oneDNN ") != bf16.endswith("(bf16 operands widened to f32)")
+    with pytest.raises(lt.Error, match="matmul"):
+        lt.matmul_library(lt.int64)
