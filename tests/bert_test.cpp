@@ -260,39 +260,50 @@ Tensor sample_ids(int64_t B, int64_t L, std::vector<int64_t>& host) {
   return lt::from_vector(host, {B, L});
 }
 
+// Checks BERT's masking of `ids` (64 x 128 of sample_ids): special tokens never predicted,
+// labels the original ids, unpredicted tokens shown as they are, random ids in the vocabulary,
+// and the proportions. Returns the predicted tokens' indices, in order.
+std::vector<int64_t> check_bert_masking(const std::vector<int64_t>& ids,
+                                        const lt::data::MlmBatch& batch,
+                                        const lt::data::MlmOptions& options) {
+  const std::vector<int64_t> shown = batch.input_ids.to_vector<int64_t>();
+  const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
+  std::vector<int64_t> predicted;
+  int64_t ordinary = 0, masked = 0, kept = 0, randomized = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool special = ids[i] == 0 || ids[i] == 101 || ids[i] == 102;
+    ordinary += !special;
+    if (labels[i] == -100) {
+      EXPECT_EQ(shown[i], ids[i]) << i;
+      continue;
+    }
+    EXPECT_FALSE(special) << "special token predicted at " << i;
+    EXPECT_EQ(labels[i], ids[i]) << i;
+    predicted.push_back(static_cast<int64_t>(i));
+    if (shown[i] == 103) {
+      ++masked;
+    } else if (shown[i] == ids[i]) {
+      ++kept;
+    } else {
+      ++randomized;
+      EXPECT_GE(shown[i], 0);
+      EXPECT_LT(shown[i], options.vocab_size);
+    }
+  }
+  // About 7,700 ordinary tokens: 5 standard deviations of each proportion.
+  const double count = static_cast<double>(predicted.size());
+  EXPECT_NEAR(count / ordinary, 0.15, 0.02);
+  EXPECT_NEAR(masked / count, 0.8, 0.06);
+  EXPECT_NEAR(randomized / count, 0.1, 0.05);
+  EXPECT_NEAR(kept / count, 0.1, 0.05);
+  return predicted;
+}
+
 TEST_F(BertTest, MaskingFollowsBertsProportionsAndSparesSpecialTokens) {
   std::vector<int64_t> ids;
   const Tensor input = sample_ids(64, 128, ids);
   const lt::data::MlmOptions options;
-  const lt::data::MlmBatch batch = lt::data::mask_tokens(input, options);
-  const std::vector<int64_t> shown = batch.input_ids.to_vector<int64_t>();
-  const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
-  int64_t ordinary = 0, predicted = 0, masked = 0, kept = 0, randomized = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const bool special = ids[i] == 0 || ids[i] == 101 || ids[i] == 102;
-    if (labels[i] == -100) {
-      EXPECT_EQ(shown[i], ids[i]) << i;
-    } else {
-      EXPECT_FALSE(special) << "special token predicted at " << i;
-      EXPECT_EQ(labels[i], ids[i]) << i;
-      ++predicted;
-      if (shown[i] == 103) {
-        ++masked;
-      } else if (shown[i] == ids[i]) {
-        ++kept;
-      } else {
-        ++randomized;
-        EXPECT_GE(shown[i], 0);
-        EXPECT_LT(shown[i], options.vocab_size);
-      }
-    }
-    ordinary += !special;
-  }
-  // About 7,700 ordinary tokens: 5 standard deviations of each proportion.
-  EXPECT_NEAR(double(predicted) / ordinary, 0.15, 0.02);
-  EXPECT_NEAR(double(masked) / predicted, 0.8, 0.06);
-  EXPECT_NEAR(double(randomized) / predicted, 0.1, 0.05);
-  EXPECT_NEAR(double(kept) / predicted, 0.1, 0.05);
+  check_bert_masking(ids, lt::data::mask_tokens(input, options), options);
 }
 
 TEST_F(BertTest, MasksRepeatFromTheGeneratorStateAndChangeEveryStepWithoutRecompiling) {
@@ -320,45 +331,23 @@ TEST_F(BertTest, HostMaskingListsThePredictedTokensWithBertsProportions) {
   sample_ids(64, 128, ids);
   const lt::data::MlmOptions options;
   const lt::data::MlmBatch batch = lt::data::mask_tokens(ids, 64, 128, options, 7);
+  const std::vector<int64_t> predicted = check_bert_masking(ids, batch, options);
   const std::vector<int64_t> shown = batch.input_ids.to_vector<int64_t>();
   const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
   const std::vector<int64_t> positions = batch.predicted_positions.to_vector<int64_t>();
   const std::vector<int64_t> position_labels = batch.predicted_labels.to_vector<int64_t>();
   ASSERT_EQ(positions.size(), size_t(lt::data::predicted_capacity(64 * 128, 0.15)));
   ASSERT_EQ(position_labels.size(), positions.size());
-  int64_t ordinary = 0, predicted = 0, masked = 0, kept = 0, randomized = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const bool special = ids[i] == 0 || ids[i] == 101 || ids[i] == 102;
-    ordinary += !special;
-    if (labels[i] == -100) {
-      EXPECT_EQ(shown[i], ids[i]) << i;
-      continue;
-    }
-    EXPECT_FALSE(special) << "special token predicted at " << i;
-    EXPECT_EQ(labels[i], ids[i]) << i;
-    ASSERT_LT(size_t(predicted), positions.size());
-    EXPECT_EQ(positions[predicted], int64_t(i)) << "the predicted tokens in order";
-    EXPECT_EQ(position_labels[predicted], ids[i]);
-    ++predicted;
-    if (shown[i] == 103) {
-      ++masked;
-    } else if (shown[i] == ids[i]) {
-      ++kept;
+  ASSERT_LE(predicted.size(), positions.size());
+  for (size_t k = 0; k < positions.size(); ++k) {
+    if (k < predicted.size()) {
+      EXPECT_EQ(positions[k], predicted[k]) << "the predicted tokens in order";
+      EXPECT_EQ(position_labels[k], ids[predicted[k]]) << k;
     } else {
-      ++randomized;
-      EXPECT_GE(shown[i], 0);
-      EXPECT_LT(shown[i], options.vocab_size);
+      EXPECT_EQ(positions[k], 0) << k;
+      EXPECT_EQ(position_labels[k], -100) << "padding row " << k << " counts in the loss";
     }
   }
-  for (size_t k = predicted; k < positions.size(); ++k) {
-    EXPECT_EQ(positions[k], 0) << k;
-    EXPECT_EQ(position_labels[k], -100) << "padding row " << k << " counts in the loss";
-  }
-  // About 7,700 ordinary tokens: 5 standard deviations of each proportion.
-  EXPECT_NEAR(double(predicted) / ordinary, 0.15, 0.02);
-  EXPECT_NEAR(double(masked) / predicted, 0.8, 0.06);
-  EXPECT_NEAR(double(randomized) / predicted, 0.1, 0.05);
-  EXPECT_NEAR(double(kept) / predicted, 0.1, 0.05);
 
   EXPECT_EQ(lt::data::mask_tokens(ids, 64, 128, options, 7).labels.to_vector<int64_t>(), labels);
   EXPECT_NE(lt::data::mask_tokens(ids, 64, 128, options, 8).labels.to_vector<int64_t>(), labels);
@@ -371,8 +360,8 @@ TEST_F(BertTest, HostMaskingListsThePredictedTokensWithBertsProportions) {
             std::vector<int64_t>(shown.begin() + 40 * 128, shown.end()));
   // Its positions index its own rows: the whole batch's from row 40 on, less 40 rows.
   std::vector<int64_t> expected_positions;
-  for (int64_t k = 0; k < predicted; ++k) {
-    if (positions[k] >= 40 * 128) expected_positions.push_back(positions[k] - 40 * 128);
+  for (int64_t p : predicted) {
+    if (p >= 40 * 128) expected_positions.push_back(p - 40 * 128);
   }
   std::vector<int64_t> part_positions = part.predicted_positions.to_vector<int64_t>();
   ASSERT_GE(part_positions.size(), expected_positions.size());
