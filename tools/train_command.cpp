@@ -162,6 +162,11 @@ Trainer make_trainer(const TrainCommandOptions& o, bool announce) {
   return t;
 }
 
+// --precision: the dtype of the forward's matrix products.
+DType products_dtype(const TrainCommandOptions& o) {
+  return o.precision == "bf16" ? DType::bf16 : DType::f32;
+}
+
 json run_settings(const TrainCommandOptions& o) {
   return {{"model", o.model},
           {"batch", o.batch},
@@ -370,8 +375,7 @@ class Run {
                                                               b.predicted_labels);
   }
 
-  // --precision: the dtype of the forward's matrix products.
-  DType compute_dtype() const { return o_.precision == "bf16" ? DType::bf16 : DType::f32; }
+  DType compute_dtype() const { return products_dtype(o_); }
 
   static int64_t warmup(const TrainCommandOptions& o) {
     return o.warmup < 0 ? o.steps / 10 : o.warmup;
@@ -562,7 +566,7 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"precision", o.precision},
             {"optimizer_precision", o.optimizer_precision},
             {"mlm_head", o.mlm_head},
-            {"matmul_library", matmul_library(o.precision == "bf16" ? DType::bf16 : DType::f32)},
+            {"matmul_library", matmul_library(products_dtype(o))},
             {"seed", o.seed},
             {"scalar_policy", r.policy},
             {"kernel_compiler", kernel_compiler()},

@@ -325,7 +325,8 @@ Tensor Bert::mlm_loss_at(const Tensor& input_ids, const Tensor& positions,
   }
   if (!position_labels.defined() || position_labels.shape() != positions.shape()) {
     throw Error(
-        "Bert: position_labels must have the shape of positions " + positions.shape().str() +
+        "Bert::mlm_loss_at: position_labels must have the shape of positions " +
+        positions.shape().str() +
         (position_labels.defined() ? ", got " + position_labels.shape().str() : std::string()));
   }
   const Tensor hidden = encode(input_ids, attention_mask);
