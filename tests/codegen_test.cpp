@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "compiler/compiled_kernel.h"
+#include "ir/kernel_prelude.h"
 #include "ir/node.h"
 #include "ir/ops.h"
 #include "runtime/config.h"
@@ -127,6 +129,13 @@ struct Output {
   Tol tol;
 };
 
+// GELU's backward pass, the only way to its derivative op: gelu(x)'s gradient weighted by w.
+Tensor gelu_gradient(const Tensor& x, const Tensor& w) {
+  Tensor leaf = x.detach();
+  leaf.requires_grad_();
+  return lt::grad({lt::gelu(leaf)}, {leaf}, {w})[0];
+}
+
 // Every elementwise op of x (any sign), y (positive) and w (in [0, 1]), each through the
 // Tensor API. The caller chooses the inputs' values.
 std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) {
@@ -160,6 +169,7 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"addcdiv", x.addcdiv(w, y, -1.3), arithmetic},
       {"erf", x.erf(), transcendental},
       {"sign", x.sign(), arithmetic},
+      {"gelu_derivative", gelu_gradient(x, w), transcendental},
       {"eq", x.eq(x.clamp(-1.0, 1.0)), arithmetic},
       {"ne", x.ne(x.clamp(-1.0, 1.0)), arithmetic},
       {"lt", x.lt(y), arithmetic},
@@ -564,6 +574,35 @@ TEST_F(CodegenTest, SwitchingToNativeAppliesToCachedGraphs) {
   for (double& v : want) v = static_cast<float>(static_cast<float>(v * c) * c);
   expect_same(p.to_vector<double>(), want, kF32);
   EXPECT_EQ(native_kernels() - kernels, 1) << "the step ran the interpreter's kernel";
+}
+
+// The f32 exp, erf and GELU derivative that kernels and the interpreter share, against double
+// precision on a dense grid over every range they branch on, and at fresh random points: the
+// error bounds their comments state. (Tests build without -march=native, so fmaf is libm's,
+// correctly rounded, the bits the kernels' instruction gives.)
+TEST(KernelMathTest, ExpErfAndGeluDerivativeKeepTheirErrorBounds) {
+  std::vector<float> points;
+  for (float v = -12.0f; v <= 12.0f; v += 1.0f / 4096) points.push_back(v);
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> wide(-90.0f, 88.0f);
+  for (int i = 0; i < 100000; ++i) points.push_back(wide(rng));
+  double exp_rel = 0, erf_abs = 0, gelu_abs = 0;
+  for (const float x : points) {
+    const double exact_exp = std::exp(static_cast<double>(x));
+    if (exact_exp > 1e-37) {  // normal results: the subnormals lose relative precision anyway
+      exp_rel = std::max(exp_rel, std::abs(lt_kernel::lt_exp(x) - exact_exp) / exact_exp);
+    }
+    erf_abs = std::max(erf_abs, std::abs(lt_kernel::lt_erf(x) - std::erf(static_cast<double>(x))));
+    gelu_abs = std::max(gelu_abs, std::abs(lt_kernel::lt_gelu_derivative(x) -
+                                           lt_kernel::lt_gelu_derivative(static_cast<double>(x))));
+  }
+  EXPECT_LT(exp_rel, 1.5 * 0x1p-23) << "exp: within 1.5 ulp";
+  EXPECT_LT(erf_abs, 2.5e-7) << "erf";
+  EXPECT_LT(gelu_abs, 5e-7) << "GELU's derivative";
+  EXPECT_TRUE(std::isnan(lt_kernel::lt_gelu_derivative(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(lt_kernel::lt_exp(-200.0f), 0.0f);
+  EXPECT_EQ(lt_kernel::lt_gelu_derivative(-20.0f), 0.0f);
+  EXPECT_EQ(lt_kernel::lt_gelu_derivative(20.0f), 1.0f);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "ir/kernel_prelude.h"
 
@@ -22,6 +23,11 @@ double ref_minimum(double a, double b) {
 double ref_sign(double a) {
   if (std::isnan(a)) return a;
   return a > 0 ? 1.0 : (a < 0 ? -1.0 : 0.0);
+}
+
+double ref_gelu_derivative(double a) {
+  return 0.5 * (1.0 + std::erf(a / std::numbers::sqrt2)) +
+         a * std::exp(-0.5 * a * a) / std::sqrt(2.0 * std::numbers::pi);
 }
 
 double no_reference(double, double, double) {

@@ -191,18 +191,17 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   }
   // Its derivative is computed from x alone (as PyTorch saves only the input): composed of
   // primitives, autograd would also keep erf's result, a tensor the size of BERT's widest
-  // activation per layer.
-  auto cdf = [](const Tensor& v) { return ((v * (1.0 / std::numbers::sqrt2)).erf() + 1.0) * 0.5; };
+  // activation per layer. One op computes it, sharing erf's exp with the density's.
   Tensor out;
   {
     const NoGradGuard no_grad;
-    out = x * cdf(x);
+    out = x * (((x * (1.0 / std::numbers::sqrt2)).erf() + 1.0) * 0.5);
   }
   if (!autograd::needs_grad({&x})) return out;
-  return autograd::record("gelu", out, {&x}, [cdf, saved = autograd::saved(x)](const Tensor& g) {
-    const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
-    const Tensor density = (saved * saved * -0.5).exp() * inv_sqrt_2pi;
-    return autograd::Gradients{g * (cdf(saved) + saved * density)};
+  return autograd::record("gelu", out, {&x}, [saved = autograd::saved(x)](const Tensor& g) {
+    const Tensor derivative = trace::make_tensor(
+        trace::elementwise("gelu", ir::OpKind::GeluDerivative, {trace::value_of(saved, "gelu")}));
+    return autograd::Gradients{g * derivative};
   });
 }
 
