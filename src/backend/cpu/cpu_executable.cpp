@@ -299,9 +299,27 @@ void argmax_fold(const T* values, int64_t n, int64_t first, double& best, int64_
   }
 }
 
+#if defined(__x86_64__)
+// Adds f32 `values` into per-column f64 sums on AVX2's four-double registers. The library is
+// built for any x86-64 (SSE2's two doubles), and this loop, a bias gradient's main work outside
+// its kernel, ran at half speed on the narrower ones; its sums are the same either way.
+__attribute__((target("avx2"))) void add_columns_avx2(const float* values, int64_t n, double* acc) {
+  for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(values[j]);
+}
+#endif
+
 // Adds row `values` (n columns, stored as T) into one accumulator per column.
 template <class T>
 void fold_columns(ReduceKind kind, const T* values, int64_t n, double* acc) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2 && (kind == ReduceKind::Sum || kind == ReduceKind::Mean)) {
+      add_columns_avx2(values, n, acc);
+      return;
+    }
+  }
+#endif
   switch (kind) {
     case ReduceKind::Max:
       for (int64_t j = 0; j < n; ++j) {
