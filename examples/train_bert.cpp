@@ -35,11 +35,11 @@ int main(int argc, char** argv) {
       // the predicted tokens, a fixed number of rows (lt::data::predicted_capacity).
       lt::data::MlmBatch batch =
           lt::data::mask_tokens(windows.shuffled_ids(step, 8), 8, 128, {}, /*key=*/step);
-      opt.zero_grad();
       lt::Tensor loss =
           model.mlm_loss_at(batch.input_ids, batch.predicted_positions, batch.predicted_labels);
       loss.backward();
       opt.step();
+      opt.zero_grad();  // before the cut: gradients dead there are never stored
       lt::mark_step();  // one graph per step, compiled once
       if (step % 10 == 0 || step == steps - 1) {
         last = loss.item();

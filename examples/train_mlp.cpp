@@ -32,9 +32,9 @@ int main() {
     opt.set_lr(schedule->lr(1e-2, step));  // a kernel argument: no recompile
     lt::Tensor h = lt::dropout(lt::gelu(lt::linear(x, w1, b1)), 0.1);  // a new mask each step
     lt::Tensor loss = lt::cross_entropy(lt::linear(h, w2), labels);
-    opt.zero_grad();
     loss.backward();  // traced, not run: the gradients are more lazy ops
     opt.step();       // under NoGradGuard, in place
+    opt.zero_grad();  // before the cut: gradients dead there are never stored
     lt::mark_step();  // forward + backward + AdamW: one graph, compiled once, run async
     if (step % 20 == 19) std::printf("step %3d  loss %.4f\n", step + 1, loss.item());
   }

@@ -410,7 +410,6 @@ class Run {
   // Traces one training step (batch number trainer.step) and cuts the graph; returns the loss.
   Tensor trace_step(std::vector<data::MlmBatch>* exported) {
     Trainer& t = trainer_;
-    t.optimizer->zero_grad();
     // Under mpirun the step's batch is --batch rows per rank, and rank r masks and trains on
     // rows [r * batch, (r + 1) * batch): the ranks together see the batches and masks one
     // process with --batch world x batch would.
@@ -437,6 +436,9 @@ class Run {
     }
     t.optimizer->set_lr(schedule_->lr(o_.lr, t.step));
     t.optimizer->step();
+    // Gradients released before the cut: dead there, the step's kernels never store them (the
+    // clipped ones were a write of every parameter's size, AdamW's only traffic it did not need).
+    t.optimizer->zero_grad();
     ++t.step;
     if (exported) exported->push_back(b);
     mark_step();

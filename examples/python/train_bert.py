@@ -1,6 +1,6 @@
 """Fine-tune BERT as a masked-language model on real text, written as a PyTorch user writes it:
 the model is ordinary lt.nn modules (HuggingFace's BertForMaskedLM, with its parameter names),
-the loop is zero_grad / backward / clip / step, and lt.mark_step() ends each step.
+the loop is backward / clip / step / zero_grad, and lt.mark_step() ends each step.
 
     python examples/python/train_bert.py --init models/all-MiniLM-L6-v2 --steps 100
 
@@ -237,11 +237,11 @@ def main():
     start = time.perf_counter()
     for step in range(args.steps):
         loss = model(*mask(windows.shuffled_ids(step, args.batch), key=seed_key + step))
-        optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
+        optimizer.zero_grad()  # before the cut: gradients dead there are never stored
         lt.mark_step()
         if step == 0:
             compiles = lt.metrics.counter_value("UncachedCompile")
