@@ -6,12 +6,15 @@ Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them
 """
 import os as _os
 
-# oneDNN's OpenMP threads spin after each product by default, taking the cores from the
-# engine's own threads between products. libgomp reads this once, as it loads: so before any
-# import that may load it (NumPy's BLAS can), and with effect only if nothing loaded it yet. It
-# is the process's setting, so other OpenMP libraries wait the same way; a policy the user set
-# is kept.
+# oneDNN's OpenMP threads spin after each product by default, and OpenBLAS's thread server
+# (f64 products, and bf16 ones where oneDNN has no bf16 kernel) for about 0.1 s, taking the cores
+# from the engine's own threads between products; 2^18 cycles (about 0.1 ms) still keeps
+# OpenBLAS's threads awake between back-to-back products. Both libraries read their setting
+# once, as they load: so before any import that may load them (NumPy's BLAS can), and with
+# effect only if nothing loaded them yet. They are the process's settings, so other OpenMP and
+# OpenBLAS libraries loaded later wait the same way; a value the user set is kept.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")
 
 import builtins as _builtins  # noqa: E402 (after the OpenMP setting, as all below)
 import functools as _functools  # noqa: E402
