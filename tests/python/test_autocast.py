@@ -13,6 +13,15 @@ def bf16(x):
     return bits.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
+def sum_error_bound(x, y):
+    """How far float32 arithmetic may put x @ y from the exact product: n roundings of
+    float32 times the sum of the products' magnitudes, the bound for any order of summing n
+    products, at its largest entry. A tolerance relative to the result alone fails wherever
+    the products cancel to near zero."""
+    x, y = np.abs(np.asarray(x, np.float64)), np.abs(np.asarray(y, np.float64))
+    return x.shape[-1] * 2.0**-24 * (x @ y).max()
+
+
 def test_matmul_and_linear_use_bf16_operands_and_float32_sums(rng):
     a = rng.standard_normal((9, 33)).astype(np.float32)
     w = rng.standard_normal((7, 33)).astype(np.float32)
@@ -27,11 +36,14 @@ def test_matmul_and_linear_use_bf16_operands_and_float32_sums(rng):
     assert not lt.is_autocast_enabled()
     assert product.dtype == lt.float32 and y.dtype == lt.float32
     want = bf16(a) @ bf16(w).T
-    np.testing.assert_allclose(product.numpy(), want, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(y.numpy(), want + b, rtol=1e-5, atol=1e-5)
+    bound = sum_error_bound(bf16(a), bf16(w).T)
+    np.testing.assert_allclose(product.numpy(), want, rtol=0, atol=bound)
+    np.testing.assert_allclose(y.numpy(), want + b, rtol=2.0**-23, atol=bound)
     (y * lt.tensor(g)).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), bf16(g) @ bf16(w), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(weight.grad.numpy(), bf16(g).T @ bf16(a), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), bf16(g) @ bf16(w), rtol=0,
+                               atol=sum_error_bound(bf16(g), bf16(w)))
+    np.testing.assert_allclose(weight.grad.numpy(), bf16(g).T @ bf16(a), rtol=0,
+                               atol=sum_error_bound(bf16(g).T, bf16(a)))
     # The rounding shows: far from the float32 product.
     assert np.abs(product.numpy() - a.astype(np.float64) @ w.T).max() > 1e-3
 
@@ -48,7 +60,8 @@ def test_nesting_decorator_and_refused_dtypes(rng):
             assert lt.is_autocast_enabled()
         assert lt.is_autocast_enabled()
     assert not lt.is_autocast_enabled()
-    np.testing.assert_allclose(exact.numpy(), a.numpy().astype(np.float64) @ m.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(exact.numpy(), a.numpy().astype(np.float64) @ m.numpy(), rtol=0,
+                               atol=sum_error_bound(a.numpy(), m.numpy()))
 
     @lt.autocast()
     def product(x, y):
@@ -56,7 +69,7 @@ def test_nesting_decorator_and_refused_dtypes(rng):
         return x @ y
 
     np.testing.assert_allclose(product(a, m).numpy(), bf16(a.numpy()) @ bf16(m.numpy()),
-                               rtol=1e-5, atol=1e-5)
+                               rtol=0, atol=sum_error_bound(bf16(a.numpy()), bf16(m.numpy())))
     assert not lt.is_autocast_enabled()
     with pytest.raises(lt.Error, match="AutocastGuard"):
         lt.autocast(dtype=lt.float16)
