@@ -3,9 +3,11 @@
 // engine's API (grad accumulation, lt::grad, NoGradGuard, detach) and its errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lazytensor/lazytensor.h"
@@ -23,13 +25,38 @@ using lt_test::expect_close;
 using Op = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // One input of a checked op: its shape, the range its random values come from, and whether
-// the check differentiates it (class ids and masks are not).
+// the check differentiates it (class ids and masks are not). A central difference that
+// straddles a kink sees the mean of two slopes, so the values are drawn again while one lies
+// within kSeparation of a `kinks` point, or, for `distinct` inputs (maxima), of another
+// distinct input's value.
 struct Input {
   Shape shape;
   double lo = -1, hi = 1;
   bool differentiable = true;
   DType dtype = DType::f64;
+  std::vector<double> kinks = {};
+  bool distinct = false;
 };
+
+constexpr double kSeparation = 1e-3;
+
+bool near_a_kink_or_tie(const std::vector<Input>& inputs,
+                        const std::vector<std::vector<double>>& values) {
+  std::vector<double> distinct;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (const double v : values[i]) {
+      for (const double kink : inputs[i].kinks) {
+        if (std::abs(v - kink) < kSeparation) return true;
+      }
+      if (inputs[i].distinct) distinct.push_back(v);
+    }
+  }
+  std::sort(distinct.begin(), distinct.end());
+  for (size_t j = 1; j < distinct.size(); ++j) {
+    if (distinct[j] - distinct[j - 1] < kSeparation) return true;
+  }
+  return false;
+}
 
 class GradCheck : public lt_test::EngineTest {
  protected:
@@ -41,13 +68,16 @@ class GradCheck : public lt_test::EngineTest {
       const std::function<void()>& reset = [] {}) {
     SCOPED_TRACE(name);
     std::vector<std::vector<double>> values;
-    for (const Input& in : inputs) {
-      std::vector<double> v;
-      for (float x : this->values(in.shape.numel(), in.lo, in.hi)) {
-        v.push_back(in.dtype == DType::f64 ? x : std::floor(x));
+    do {
+      values.clear();
+      for (const Input& in : inputs) {
+        std::vector<double> v;
+        for (float x : this->values(in.shape.numel(), in.lo, in.hi)) {
+          v.push_back(in.dtype == DType::f64 ? x : std::floor(x));
+        }
+        values.push_back(v);
       }
-      values.push_back(v);
-    }
+    } while (near_a_kink_or_tie(inputs, values));
     auto build = [&](const std::vector<std::vector<double>>& vals, bool track) {
       std::vector<Tensor> ts;
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -104,22 +134,25 @@ const Shape kMatrix{3, 4};
 TEST_F(GradCheck, UnaryOps) {
   const Input any{kMatrix, -2, 2};
   const Input positive{kMatrix, 0.3, 2};
+  auto kinked = [](std::vector<double> kinks) {
+    return Input{.shape = kMatrix, .lo = -2, .hi = 2, .kinks = std::move(kinks)};
+  };
   check("neg", [](auto& x) { return x[0].neg(); }, {any});
-  check("abs", [](auto& x) { return x[0].abs(); }, {any});
+  check("abs", [](auto& x) { return x[0].abs(); }, {kinked({0})});
   check("sqrt", [](auto& x) { return x[0].sqrt(); }, {positive});
   check("rsqrt", [](auto& x) { return x[0].rsqrt(); }, {positive});
   check("exp", [](auto& x) { return x[0].exp(); }, {any});
   check("log", [](auto& x) { return x[0].log(); }, {positive});
   check("tanh", [](auto& x) { return x[0].tanh(); }, {any});
   check("sigmoid", [](auto& x) { return x[0].sigmoid(); }, {any});
-  check("relu", [](auto& x) { return x[0].relu(); }, {any});
+  check("relu", [](auto& x) { return x[0].relu(); }, {kinked({0})});
   check("erf", [](auto& x) { return x[0].erf(); }, {any});
   check("clone", [](auto& x) { return x[0].clone(); }, {any});
   check("pow", [](auto& x) { return x[0].pow(2.7); }, {positive});
   check("neg_scalar_div", [](auto& x) { return 1.5 / x[0]; }, {positive});
-  check("clamp", [](auto& x) { return x[0].clamp(-0.5, 0.7); }, {any});
-  check("clamp_min", [](auto& x) { return x[0].clamp_min(0.2); }, {any});
-  check("clamp_max", [](auto& x) { return x[0].clamp_max(-0.1); }, {any});
+  check("clamp", [](auto& x) { return x[0].clamp(-0.5, 0.7); }, {kinked({-0.5, 0.7})});
+  check("clamp_min", [](auto& x) { return x[0].clamp_min(0.2); }, {kinked({0.2})});
+  check("clamp_max", [](auto& x) { return x[0].clamp_max(-0.1); }, {kinked({-0.1})});
   check("scalar_arith", [](auto& x) { return ((x[0] + 2.0) * 3.0 - 1.0) / 4.0; }, {any});
 }
 
@@ -141,8 +174,10 @@ TEST_F(GradCheck, BinaryOpsBroadcast) {
   check("div", [](auto& x) { return x[0] / x[1]; }, {col, vec});
   check("add_alpha", [](auto& x) { return x[0].add(x[1], -0.3); }, {full, vec});
   check("sub_alpha", [](auto& x) { return x[0].sub(x[1], 1.7); }, {vec, full});
-  check("maximum", [](auto& x) { return x[0].maximum(x[1]); }, {col, row});
-  check("minimum", [](auto& x) { return x[0].minimum(x[1]); }, {col, row});
+  const Input distinct_col{.shape = Shape{3, 1}, .distinct = true};
+  const Input distinct_row{.shape = Shape{1, 4}, .distinct = true};
+  check("maximum", [](auto& x) { return x[0].maximum(x[1]); }, {distinct_col, distinct_row});
+  check("minimum", [](auto& x) { return x[0].minimum(x[1]); }, {distinct_col, distinct_row});
   check("lerp_scalar", [](auto& x) { return x[0].lerp(x[1], 0.3); }, {col, row});
   check("lerp_tensor", [](auto& x) { return x[0].lerp(x[1], x[2]); }, {col, row, vec});
   check("addcmul", [](auto& x) { return x[0].addcmul(x[1], x[2], 0.4); }, {full, col, row});
@@ -160,8 +195,9 @@ TEST_F(GradCheck, Reductions) {
   check("sum_keepdim", [](auto& t) { return t[0].sum({1}, true); }, {x});
   check("mean", [](auto& t) { return t[0].mean({-1}); }, {x});
   check("mean_all", [](auto& t) { return t[0].mean(); }, {x});
-  check("max", [](auto& t) { return t[0].max({1}); }, {x});
-  check("max_all", [](auto& t) { return t[0].max(); }, {x});
+  const Input distinct{.shape = Shape{2, 3, 4}, .lo = -2, .hi = 2, .distinct = true};
+  check("max", [](auto& t) { return t[0].max({1}); }, {distinct});
+  check("max_all", [](auto& t) { return t[0].max(); }, {distinct});
   check("norm", [](auto& t) { return t[0].norm({2}, true); }, {x});
   check("var", [](auto& t) { return t[0].var({1}); }, {x});
   check("var_biased", [](auto& t) { return t[0].var({0, 2}, false, true); }, {x});
@@ -234,10 +270,12 @@ TEST_F(GradCheck, NeuralNetworkOps) {
   check("gelu_tanh", [](auto& t) { return lt::gelu(t[0], lt::GeluApproximation::tanh); }, {x});
   check("cross_entropy",
         [](auto& t) {
-          // Ids in [-1, 4): -1 is the ignored class here.
-          return lt::cross_entropy(t[0], t[1].to(DType::i64), -1);
+          // Ids in [-1, 4): -1 is the ignored class here. A last row of class 2 keeps one row
+          // counted, where six ignored rows would make the mean 0 / 0.
+          const Tensor ids = lt::cat({t[1], lt::from_vector(std::vector<int64_t>{2}, {1})}, 0);
+          return lt::cross_entropy(t[0], ids, -1);
         },
-        {Input{Shape{6, 4}, -3, 3}, Input{Shape{6}, -1, 4, false, DType::i64}});
+        {Input{Shape{7, 4}, -3, 3}, Input{Shape{6}, -1, 4, false, DType::i64}});
   check("cross_entropy_sum",
         [](auto& t) {
           return lt::cross_entropy(t[0], t[1].to(DType::i64), -100, lt::Reduction::sum);

@@ -580,14 +580,18 @@ TEST_F(CodegenTest, SwitchingToNativeAppliesToCachedGraphs) {
 // precision on a dense grid over every range they branch on, and at fresh random points: the
 // error bounds their comments state. (Tests build without -march=native, so fmaf is libm's,
 // correctly rounded, the bits the kernels' instruction gives.)
-TEST(KernelMathTest, ExpErfAndGeluDerivativeKeepTheirErrorBounds) {
+TEST(KernelMathTest, ExpTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
   std::vector<float> points;
   for (float v = -12.0f; v <= 12.0f; v += 1.0f / 4096) points.push_back(v);
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> wide(-90.0f, 88.0f);
   for (int i = 0; i < 100000; ++i) points.push_back(wide(rng));
-  double exp_rel = 0, erf_abs = 0, gelu_abs = 0;
+  double exp_rel = 0, tanh_rel = 0, erf_abs = 0, gelu_abs = 0;
   for (const float x : points) {
+    if (x != 0.0f) {
+      const double exact_tanh = std::tanh(static_cast<double>(x));
+      tanh_rel = std::max(tanh_rel, std::abs(lt_kernel::lt_tanh(x) - exact_tanh) / exact_tanh);
+    }
     const double exact_exp = std::exp(static_cast<double>(x));
     if (exact_exp > 1e-37) {  // normal results: the subnormals lose relative precision anyway
       exp_rel = std::max(exp_rel, std::abs(lt_kernel::lt_exp(x) - exact_exp) / exact_exp);
@@ -597,10 +601,17 @@ TEST(KernelMathTest, ExpErfAndGeluDerivativeKeepTheirErrorBounds) {
                                            lt_kernel::lt_gelu_derivative(static_cast<double>(x))));
   }
   EXPECT_LT(exp_rel, 1.5 * 0x1p-23) << "exp: within 1.5 ulp";
+  // 1.19 x 2^-23 the largest over every float of [2^-20, 12]
+  EXPECT_LT(tanh_rel, 1.5 * 0x1p-23) << "tanh";
   EXPECT_LT(erf_abs, 3e-7) << "erf";  // 2.44e-7 the largest over a sample of 10.6M floats
   EXPECT_LT(gelu_abs, 5e-7) << "GELU's derivative";
   EXPECT_TRUE(std::isnan(lt_kernel::lt_gelu_derivative(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(lt_kernel::lt_exp(-200.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(lt_kernel::lt_tanh(-0.0f)));
+  EXPECT_EQ(lt_kernel::lt_tanh(1e-30f), 1e-30f);
+  EXPECT_EQ(lt_kernel::lt_tanh(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(lt_kernel::lt_tanh(95.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(lt_kernel::lt_tanh(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(lt_kernel::lt_gelu_derivative(-20.0f), 0.0f);
   EXPECT_EQ(lt_kernel::lt_gelu_derivative(20.0f), 1.0f);
 }

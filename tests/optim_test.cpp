@@ -665,7 +665,7 @@ TEST_F(OptimTest, ClipGradNormNeverReadsBackDuringTheStep) {
     optimizer.step();
     lt::mark_step();
     EXPECT_EQ(counter("TransferFromDevice"), 0);
-    finish_or_exit(20);
+    finish_or_exit(120);
 
     EXPECT_EQ(total_norm.dim(), 0);
     EXPECT_NEAR(total_norm.item(), norm, 1e-5 * norm);
@@ -774,7 +774,7 @@ TEST_F(OptimTest, TrainingRunCompilesItsStepOnce) {
       trainer.step();
       lt::mark_step();
     }
-    finish_or_exit(20);
+    finish_or_exit(120);
 
     const std::vector<int64_t> per_step = lt::compiles_per_step();
     ASSERT_EQ(per_step.size(), steps_before + kSteps);

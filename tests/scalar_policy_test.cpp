@@ -72,7 +72,7 @@ class ScalarPolicyTest : public lt_test::EngineTest {
   }
 
   Vec p_values() {
-    finish_or_exit(20);
+    finish_or_exit(120);
     return p_.to_vector<double>();
   }
 
@@ -241,7 +241,7 @@ TEST_P(CachedAddcdivTest, RepeatedValueAddsNoTransfers) {
   lt::mark_step();
   EXPECT_EQ(transfers_to_device(), first);
 
-  finish_or_exit(20);
+  finish_or_exit(120);
   Vec want = widen(v1);
   for (size_t i = 0; i < want.size(); ++i) want[i] += 3 * value * v2[i] / v3[i];
   expect_close(t1.to_vector<double>(), want, kF32);

@@ -175,7 +175,11 @@ class Seeded {
   std::vector<float> values(int64_t n, double lo = -1, double hi = 1) {
     std::uniform_real_distribution<double> dist(lo, hi);
     std::vector<float> out(static_cast<size_t>(n));
-    for (float& v : out) v = static_cast<float>(dist(gen_));
+    for (float& v : out) {
+      do {  // rounding to f32 can reach hi itself
+        v = static_cast<float>(dist(gen_));
+      } while (static_cast<double>(v) >= hi);
+    }
     return out;
   }
   // A value in [lo, hi).

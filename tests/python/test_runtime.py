@@ -74,8 +74,10 @@ def test_waiting_releases_the_gil():
         stop.set()
         thread.join()
     # 200 products of 512 x 512 matrices take tenths of a second: the loader ticks meanwhile.
+    # Held, the GIL would let it tick at most once (between `start` and the wait); a busy
+    # machine may starve it, so more than one tick is all that is asked.
     if waited > 0.05:
-        assert len(during) >= 5, f"the loader ran {len(during)} times in {waited:.3f} s"
+        assert len(during) >= 2, f"the loader ran {len(during)} times in {waited:.3f} s"
 
 
 def test_threads_trace_their_own_values(rng):
@@ -93,11 +95,13 @@ def test_threads_trace_their_own_values(rng):
         th.start()
     for th in threads:
         th.join()
+    # Each op rounds to float32, as NumPy's float32 arithmetic in the same order does, so the
+    # values must be equal: 20 steps of x * 1.5 multiply any other rounding by up to 1.5^20.
     for k in range(4):
-        want = arrays[k].astype(np.float64)
+        want = arrays[k].copy()
         for _ in range(20):
-            want = want * 1.5 - 0.25
-        np.testing.assert_allclose(results[k], want, rtol=1e-4, atol=1e-4)
+            want = want * np.float32(1.5) - np.float32(0.25)
+        np.testing.assert_array_equal(results[k], want)
 
 
 def test_matmul_library_names_the_library_of_each_dtype():
