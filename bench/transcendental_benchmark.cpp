@@ -1,9 +1,9 @@
 // The kernels' transcendental functions on BERT-base's widest activation ([1024, 3072], the
-// feed-forward's): exp, erf, GELU and GELU's backward pass (its derivative times the incoming
-// gradient), beside a multiply by a scalar, which costs one pass over memory and no arithmetic to
-// speak of. Each timed call is trace + mark_step + wait; median of 9 after 3 warm-ups, native
-// kernels. Run it before and after a change to the kernels' math: the ratios to the multiply
-// say how far each op is from memory speed.
+// feed-forward's): exp, erf, tanh, GELU in both forms and GELU's backward pass (its derivative
+// times the incoming gradient), beside a multiply by a scalar, which costs one pass over memory and
+// no arithmetic to speak of. Each timed call is trace + mark_step + wait; median of 9 after 3
+// warm-ups, native kernels. Run it before and after a change to the kernels' math: the ratios to
+// the multiply say how far each op is from memory speed.
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -27,8 +27,12 @@ int main() {
     return lt::grad({lt::gelu(leaf)}, {leaf}, {incoming})[0];
   };
   const std::vector<std::pair<std::string, std::function<lt::Tensor()>>> ops = {
-      {"x * 2", [&] { return x * 2.0; }}, {"exp", [&] { return x.exp(); }},
-      {"erf", [&] { return x.erf(); }},   {"gelu", [&] { return lt::gelu(x); }},
+      {"x * 2", [&] { return x * 2.0; }},
+      {"exp", [&] { return x.exp(); }},
+      {"erf", [&] { return x.erf(); }},
+      {"tanh", [&] { return x.tanh(); }},
+      {"gelu", [&] { return lt::gelu(x); }},
+      {"gelu (tanh form)", [&] { return lt::gelu(x, lt::GeluApproximation::tanh); }},
       {"gelu backward", gelu_backward},
   };
   std::printf("CPU: %s; [1024, 3072] f32, median of 9 calls\n\n", cpu_model().c_str());

@@ -56,8 +56,22 @@ inline float lt_log(float x) {
 inline double lt_log(double x) {
   return __builtin_log(x);
 }
+// tanh without a libm call, for the same reason as exp (GELU's tanh form, as GPT-2 uses, runs
+// it over every activation). Below 0.625 Cephes' odd polynomial, x + x^3 P(x^2); above,
+// 1 - 2 / (exp(2|x|) + 1), which exp's overflow to infinity takes to 1. Both branches are
+// computed and one selected, and the sign is copied from x so that tanh(-0) is -0.
 inline float lt_tanh(float x) {
-  return __builtin_tanhf(x);
+  const float a = __builtin_fabsf(x);
+  const float z = a * a;
+  float p = -5.70498872745e-3f;
+  p = __builtin_fmaf(p, z, 2.06390887954e-2f);
+  p = __builtin_fmaf(p, z, -5.37397155531e-2f);
+  p = __builtin_fmaf(p, z, 1.33314422036e-1f);
+  p = __builtin_fmaf(p, z, -3.33332819422e-1f);
+  const float small = __builtin_fmaf(a, p * z, a);
+  const float large = 1.0f - 2.0f / (lt_exp(2.0f * a) + 1.0f);
+  const float result = __builtin_copysignf(a < 0.625f ? small : large, x);
+  return x != x ? x : result;
 }
 inline double lt_tanh(double x) {
   return __builtin_tanh(x);
