@@ -1,5 +1,5 @@
 // The kernels' transcendental functions on BERT-base's widest activation ([1024, 3072], the
-// feed-forward's): exp, erf, tanh, GELU in both forms and GELU's backward pass (its derivative
+// feed-forward's): exp, log, erf, tanh, GELU in both forms and GELU's backward pass (its derivative
 // times the incoming gradient), beside a multiply by a scalar, which costs one pass over memory and
 // no arithmetic to speak of. Each timed call is trace + mark_step + wait; median of 9 after 3
 // warm-ups, native kernels. Run it before and after a change to the kernels' math: the ratios to
@@ -18,6 +18,7 @@ using lt::bench::median_ms;
 int main() {
   const lt::Tensor x = lt::randn({1024, 3072}, 1);
   const lt::Tensor incoming = lt::randn({1024, 3072}, 2);
+  const lt::Tensor positive = x.abs();
   lt::mark_step();
   lt::wait_device_ops();
   const double elements = static_cast<double>(x.numel());
@@ -29,6 +30,7 @@ int main() {
   const std::vector<std::pair<std::string, std::function<lt::Tensor()>>> ops = {
       {"x * 2", [&] { return x * 2.0; }},
       {"exp", [&] { return x.exp(); }},
+      {"log", [&] { return positive.log(); }},
       {"erf", [&] { return x.erf(); }},
       {"tanh", [&] { return x.tanh(); }},
       {"gelu", [&] { return lt::gelu(x); }},

@@ -580,13 +580,25 @@ TEST_F(CodegenTest, SwitchingToNativeAppliesToCachedGraphs) {
 // precision on a dense grid over every range they branch on, and at fresh random points: the
 // error bounds their comments state. (Tests build without -march=native, so fmaf is libm's,
 // correctly rounded, the bits the kernels' instruction gives.)
-TEST(KernelMathTest, ExpTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
+TEST(KernelMathTest, ExpLogTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
   std::vector<float> points;
   for (float v = -12.0f; v <= 12.0f; v += 1.0f / 4096) points.push_back(v);
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> wide(-90.0f, 88.0f);
   for (int i = 0; i < 100000; ++i) points.push_back(wide(rng));
-  double exp_rel = 0, tanh_rel = 0, erf_abs = 0, gelu_abs = 0;
+  double exp_rel = 0, log_rel = 0, tanh_rel = 0, erf_abs = 0, gelu_abs = 0;
+  std::uniform_real_distribution<float> exponent(-149.0f, 128.0f);
+  for (int i = 0; i < 100000; ++i) {  // log over the positive floats, subnormals included
+    const float x = std::exp2(exponent(rng));
+    if (x == 1.0f || !std::isfinite(x) || x == 0.0f) continue;
+    const double exact_log = std::log(static_cast<double>(x));
+    log_rel = std::max(log_rel, std::abs(lt_kernel::lt_log(x) - exact_log) / std::abs(exact_log));
+  }
+  for (float x = 0.5f; x < 2.0f; x += 1.0f / 65536) {  // near 1, where log's result is small
+    if (x == 1.0f) continue;
+    const double exact_log = std::log(static_cast<double>(x));
+    log_rel = std::max(log_rel, std::abs(lt_kernel::lt_log(x) - exact_log) / std::abs(exact_log));
+  }
   for (const float x : points) {
     if (x != 0.0f) {
       const double exact_tanh = std::tanh(static_cast<double>(x));
@@ -601,12 +613,22 @@ TEST(KernelMathTest, ExpTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
                                            lt_kernel::lt_gelu_derivative(static_cast<double>(x))));
   }
   EXPECT_LT(exp_rel, 1.5 * 0x1p-23) << "exp: within 1.5 ulp";
-  // 1.19 x 2^-23 the largest over every float of [2^-20, 12]
+  // The largest errors over every float (of [-12, 12] for exp and erf, of [2^-20, 12] for tanh,
+  // every positive one for log): exp 0.71 x 2^-23, log 0.83 ulp, tanh 1.19 x 2^-23, erf
+  // 2.46e-7, GELU's derivative 2.05e-7.
+  EXPECT_LT(log_rel, 1.5 * 0x1p-23) << "log";
   EXPECT_LT(tanh_rel, 1.5 * 0x1p-23) << "tanh";
-  EXPECT_LT(erf_abs, 3e-7) << "erf";  // 2.44e-7 the largest over a sample of 10.6M floats
+  EXPECT_LT(erf_abs, 3e-7) << "erf";
   EXPECT_LT(gelu_abs, 5e-7) << "GELU's derivative";
   EXPECT_TRUE(std::isnan(lt_kernel::lt_gelu_derivative(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(lt_kernel::lt_exp(-200.0f), 0.0f);
+  EXPECT_EQ(lt_kernel::lt_log(1.0f), 0.0f);
+  EXPECT_EQ(lt_kernel::lt_log(0.0f), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(lt_kernel::lt_log(-0.0f), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(lt_kernel::lt_log(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(lt_kernel::lt_log(-1e-30f)));
+  EXPECT_TRUE(std::isnan(lt_kernel::lt_log(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_TRUE(std::signbit(lt_kernel::lt_tanh(-0.0f)));
   EXPECT_EQ(lt_kernel::lt_tanh(1e-30f), 1e-30f);
   EXPECT_EQ(lt_kernel::lt_tanh(-std::numeric_limits<float>::infinity()), -1.0f);

@@ -32,7 +32,9 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   size_t bad = 0;
   size_t first = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    // Written so that a NaN on either side is a mismatch.
+    // Written so that a NaN on either side is a mismatch; equal infinities match, as in
+    // NumPy's assert_allclose (their difference is NaN).
+    if (got[i] == want[i]) continue;
     if (std::abs(got[i] - want[i]) <= tol.atol + tol.rtol * std::abs(want[i])) continue;
     if (bad++ == 0) first = i;
   }
