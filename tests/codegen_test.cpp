@@ -602,7 +602,8 @@ TEST(KernelMathTest, ExpLogTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
   for (const float x : points) {
     if (x != 0.0f) {
       const double exact_tanh = std::tanh(static_cast<double>(x));
-      tanh_rel = std::max(tanh_rel, std::abs(lt_kernel::lt_tanh(x) - exact_tanh) / exact_tanh);
+      tanh_rel =
+          std::max(tanh_rel, std::abs(lt_kernel::lt_tanh(x) - exact_tanh) / std::abs(exact_tanh));
     }
     const double exact_exp = std::exp(static_cast<double>(x));
     if (exact_exp > 1e-37) {  // normal results: the subnormals lose relative precision anyway
