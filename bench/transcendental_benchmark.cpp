@@ -1,9 +1,9 @@
 // The kernels' transcendental functions on BERT-base's widest activation ([1024, 3072], the
-// feed-forward's): exp, log, erf, tanh, GELU in both forms and GELU's backward pass (its derivative
-// times the incoming gradient), beside a multiply by a scalar, which costs one pass over memory and
-// no arithmetic to speak of. Each timed call is trace + mark_step + wait; median of 9 after 3
-// warm-ups, native kernels. Run it before and after a change to the kernels' math: the ratios to
-// the multiply say how far each op is from memory speed.
+// feed-forward's): exp, log, pow, erf, tanh, GELU in both forms and GELU's backward pass (its
+// derivative times the incoming gradient), beside a multiply by a scalar, which costs one pass over
+// memory and no arithmetic to speak of. Each timed call is trace + mark_step + wait; median of 9
+// after 3 warm-ups, native kernels. Run it before and after a change to the kernels' math: the
+// ratios to the multiply say how far each op is from memory speed.
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -31,6 +31,8 @@ int main() {
       {"x * 2", [&] { return x * 2.0; }},
       {"exp", [&] { return x.exp(); }},
       {"log", [&] { return positive.log(); }},
+      {"x ** 2", [&] { return x.pow(2.0); }},
+      {"x ** 2.5", [&] { return positive.pow(2.5); }},
       {"erf", [&] { return x.erf(); }},
       {"tanh", [&] { return x.tanh(); }},
       {"gelu", [&] { return lt::gelu(x); }},

@@ -157,6 +157,8 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"mul", x * y, arithmetic},
       {"div", x / y, arithmetic},
       {"pow", y.pow(2.5), transcendental},
+      {"pow_square", x.pow(2.0), arithmetic},
+      {"pow_one", x.pow(1.0), arithmetic},
       {"maximum", x.maximum(y), arithmetic},
       {"minimum", x.minimum(y), arithmetic},
       {"clamp", x.clamp(-1.5, 0.75), arithmetic},
@@ -576,8 +578,8 @@ TEST_F(CodegenTest, SwitchingToNativeAppliesToCachedGraphs) {
   EXPECT_EQ(native_kernels() - kernels, 1) << "the step ran the interpreter's kernel";
 }
 
-// The f32 exp, erf and GELU derivative that kernels and the interpreter share, against double
-// precision on a dense grid over every range they branch on, and at fresh random points: the
+// The f32 exp, log, tanh, erf and GELU derivative that kernels and the interpreter share, against
+// double precision on a dense grid over every range they branch on, and at fresh random points: the
 // error bounds their comments state. (Tests build without -march=native, so fmaf is libm's,
 // correctly rounded, the bits the kernels' instruction gives.)
 TEST(KernelMathTest, ExpLogTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
@@ -637,6 +639,18 @@ TEST(KernelMathTest, ExpLogTanhErfAndGeluDerivativeKeepTheirErrorBounds) {
   EXPECT_TRUE(std::isnan(lt_kernel::lt_tanh(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(lt_kernel::lt_gelu_derivative(-20.0f), 0.0f);
   EXPECT_EQ(lt_kernel::lt_gelu_derivative(20.0f), 1.0f);
+}
+
+// pow's exponents 2 and 1 skip libm: the exact square (correctly rounded, as libm's powf is not
+// always) and x itself, special values included.
+TEST(KernelMathTest, PowSquaresAndFirstPowersExactly) {
+  for (const float x : {-0.0f, 3.0f, -1.5e20f, 0.1f, -std::numeric_limits<float>::infinity()}) {
+    EXPECT_EQ(lt_kernel::lt_pow(x, 2.0f), x * x);  // +inf for -1.5e20
+    EXPECT_EQ(lt_kernel::lt_pow(x, 1.0f), x);
+    EXPECT_EQ(std::signbit(lt_kernel::lt_pow(x, 1.0f)), std::signbit(x));
+  }
+  EXPECT_TRUE(std::isnan(lt_kernel::lt_pow(std::numeric_limits<float>::quiet_NaN(), 2.0f)));
+  EXPECT_FLOAT_EQ(lt_kernel::lt_pow(2.0f, 2.5f), std::pow(2.0f, 2.5f));
 }
 
 }  // namespace

@@ -226,6 +226,11 @@ const std::vector<UnaryCase> kUnaryCases = {
     // A negative base with an integral exponent is defined, as in torch.pow.
     {"pow_integral", [](const auto& x, double) { return x.pow(3.0); },
      [](double x, double) { return x * x * x; }},
+    // The square and the first power, as `x ** 2` and its gradient bring them.
+    {"pow_square", [](const auto& x, double) { return x.pow(2.0); },
+     [](double x, double) { return x * x; }},
+    {"pow_one", [](const auto& x, double) { return x.pow(1.0); },
+     [](double x, double) { return x; }},
     {"pow_fractional", [](const auto& x, double s) { return x.pow(s); },
      [](double x, double s) { return std::pow(x, s); }, 0.1, 4, 0.1, 2.5},
     {"clamp", [](const auto& x, double s) { return x.clamp(-s, s); },
