@@ -44,8 +44,7 @@ int main() {
     for (int r = 0; r < reps + 1; ++r) {
       MPI_Barrier(MPI_COMM_WORLD);
       const auto start = std::chrono::steady_clock::now();
-      MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+      MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (r > 0) mpi.push_back(seconds_since(start));
     }
     const lt::Tensor x = lt::ones({n});
