@@ -210,8 +210,9 @@ TEST_F(Distributed, CollectivesThatDifferBetweenRanksAreNamed) {
   const std::string message = lt_test::error_message([&] { values(dist::all_reduce(x)); });
   lt_test::expect_mentions(message, {"differ", "rank 0 runs all_reduce(sum)", "f32[4]",
                                      "rank 1 runs all_reduce(sum)", "f32[5]"});
-  // As any failed step, it is reported by wait_device_ops() too; the ranks go on together.
-  lt_test::expect_mentions(lt_test::error_message([] { lt::wait_device_ops(); }), {"differ"});
+  // As any failed step's, its error is raised once (the read raised it); the ranks go on
+  // together.
+  EXPECT_NO_THROW(lt::wait_device_ops());
   EXPECT_EQ(values(dist::all_reduce(lt::ones({2}))), std::vector<double>(2, dist::world_size()));
 }
 

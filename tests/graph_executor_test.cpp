@@ -87,6 +87,26 @@ TEST_F(GraphExecutorTest, ChangedShapeRecompiles) {
   EXPECT_NE(reason.find("shape"), std::string::npos) << reason;
 }
 
+// A value computed by the first step (initialized when first used) is an input of the second:
+// the recompile says so in words, then the step graph is reused.
+TEST_F(GraphExecutorTest, TheSecondStepsRecompileSaysWhatChangedInWords) {
+  const Tensor q = lt::from_vector(values(16), {16});
+  settle();
+  Tensor p = lt::ones({16}).mul(0.5);
+  p.add_(q);
+  lt::mark_step();
+  p.add_(q);
+  lt::mark_step();
+  p.add_(q);
+  lt::mark_step();
+  lt::wait_device_ops();
+  EXPECT_EQ(counter("UncachedCompile"), 2);
+  EXPECT_TRUE(lt::last_step_stats().cache_hit);
+  lt_test::expect_mentions(lt::last_recompile_reason(),
+                           {"step", "read as device data", "an input instead of being computed",
+                            "the first difference"});
+}
+
 // The default policy passes scalars as kernel arguments: no upload, no recompile (README.md,
 // "Scalar policies").
 TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {

@@ -551,13 +551,24 @@ TEST_F(NnErrors, BadShapesAndIdsNameTheOpAndLeaveTensorsIntact) {
   expect_mentions(error_message([&] { lt::dropout(a, 1.5); }), {"dropout", "1.5"});
   expect_mentions(error_message([&] { lt::embedding(lt::ones({2}), a); }), {"embedding", "i64"});
 
-  // Ids are checked where they are known, when the step runs: the step fails, naming the op,
-  // and the table is untouched.
+  // Ids the host uploaded are checked at the call, as lt::IndexError naming the op, the value,
+  // its position and the valid range.
   const Tensor table = lt::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
-  const Tensor rows = lt::embedding(lt::from_vector(std::vector<int64_t>{0, 7}, {2}), table);
-  expect_mentions(error_message([&] { rows.to_vector(); }), {"embedding", "index 7", "size 3"});
-  // The failed step is also reported once to whoever waits for the device.
-  expect_mentions(error_message([] { lt::wait_device_ops(); }), {"index 7"});
+  const Tensor host_ids = lt::from_vector(std::vector<int64_t>{0, 2, 7, 1}, {2, 2});
+  EXPECT_THROW(lt::embedding(host_ids, table), lt::IndexError);
+  expect_mentions(error_message([&] { lt::embedding(host_ids, table); }),
+                  {"embedding", "id 7", "position [1, 0]", "0 to 2"});
+  expect_mentions(error_message([&] { table.index_select(0, host_ids.reshape({4})); }),
+                  {"index_select", "index 7", "position [1, 0]"});
+  // Ids computed on the device are checked when the step runs: the step fails, naming the op,
+  // and the table is untouched.
+  const Tensor device_ids =
+      lt::from_vector(std::vector<float>{0, 1, 0, 0, 0, 0, 0, 1}, {2, 4}).argmax(1);
+  const Tensor rows = lt::embedding(device_ids, table);
+  expect_mentions(error_message([&] { rows.to_vector(); }),
+                  {"embedding", "index 3", "position 1", "size 3"});
+  // Raised once: the read raised it, so waiting for the device does not again.
+  EXPECT_NO_THROW(lt::wait_device_ops());
   EXPECT_EQ(table.to_vector(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 

@@ -11,4 +11,12 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// An index out of range (an embedding id, a target class, an index_select row): the message
+// names the op, the value, the valid range and the position. Python raises it as
+// lazytensor.IndexError, which is both a lazytensor.Error and a builtin IndexError.
+class IndexError : public Error {
+ public:
+  explicit IndexError(const std::string& what) : Error(what) {}
+};
+
 }  // namespace lt

@@ -91,9 +91,9 @@ class AdamW {
   void set_lr(double lr);
   const std::vector<ParamGroup<AdamWOptions>>& groups() const { return groups_; }
   std::vector<ParamGroup<AdamWOptions>>& groups() { return groups_; }
-  const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
+  const State& state(size_t group, size_t param) const { return state_->at(group).at(param); }
   // For restoring a checkpoint: the tensors assigned must keep the parameter's shape.
-  State& mutable_state(size_t group, size_t param) { return state_.at(group).at(param); }
+  State& mutable_state(size_t group, size_t param) { return state_->at(group).at(param); }
   Flavor flavor() const { return flavor_; }
 
  private:
@@ -104,7 +104,9 @@ class AdamW {
                       const Tensor& grad, DType compute);
 
   std::vector<ParamGroup<AdamWOptions>> groups_;
-  std::vector<std::vector<State>> state_;
+  // Shared with the undo of a step that fails (lt::on_step_failure).
+  std::shared_ptr<std::vector<std::vector<State>>> state_ =
+      std::make_shared<std::vector<std::vector<State>>>();
   std::vector<Precision> state_precision_;  // per group: the precision its state was made for
   Flavor flavor_;
 };
@@ -132,11 +134,13 @@ class SGD {
   void set_lr(double lr);
   const std::vector<ParamGroup<SGDOptions>>& groups() const { return groups_; }
   std::vector<ParamGroup<SGDOptions>>& groups() { return groups_; }
-  const State& state(size_t group, size_t param) const { return state_.at(group).at(param); }
+  const State& state(size_t group, size_t param) const { return state_->at(group).at(param); }
 
  private:
   std::vector<ParamGroup<SGDOptions>> groups_;
-  std::vector<std::vector<State>> state_;
+  // Shared with the undo of a step that fails (lt::on_step_failure).
+  std::shared_ptr<std::vector<std::vector<State>>> state_ =
+      std::make_shared<std::vector<std::vector<State>>>();
 };
 
 // Learning-rate schedules, as multipliers of the base rate. `step` counts optimizer steps

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,20 @@ void mark_step();
 // Blocks until every launched computation and transfer on every device has finished. Throws
 // lt::Error if one of them failed since the last wait (the failed tensors also throw when read).
 void wait_device_ops();
+
+// A step that fails (an index out of range, no memory, a failed collective) commits nothing:
+// every tensor it would have updated in place keeps its value from before the step, and its
+// new values throw its error when read. The error is raised by the first read of one of them,
+// by wait_device_ops() or by the next mark_step(). Host state that tracing a step changes
+// registers here how to put it back (optimizers their step counts, the generator its offset):
+// when the failure is raised, the undos of the most recent step run if that step failed.
+void on_step_failure(std::function<void()> undo);
+
+// The language of the hints in errors and warnings: "c++" (lt::NoGradGuard, lt::mark_step())
+// or "python" (`with lazytensor.no_grad():`, lazytensor.mark_step()). The Python package sets
+// "python" when it is imported. lt::Error for other names.
+void set_front_end(const std::string& language);
+std::string front_end();
 
 // A marker in the device stream, like a CUDA event: it completes when all work launched
 // before it has finished, and remembers when that was.
@@ -96,8 +111,10 @@ bool row_groups();
 // A loop that never calls mark_step() grows one graph without bound. Past `nodes` live IR
 // nodes (LT_GRAPH_WARN_NODES, default 1,000,000) a warning says so once on stderr; past
 // LT_AUTO_CUT_NODES (default 4,000,000; 0: never) the next op cuts the graph as mark_step()
-// would. A cut changes no value, only where the step boundaries are. Setting the warning's
-// threshold lets it be given once more.
+// would. A cut changes no value, only where the step boundaries are. Sooner than that, a loop
+// that reads a value every step (loss.item()) but never cuts is warned by its fourth step:
+// each such read runs every earlier step again. Setting the threshold lets both warnings be
+// given once more.
 void set_graph_warn_nodes(size_t nodes);
 void set_auto_cut_nodes(size_t nodes);
 // IR nodes alive now, over all threads (other threads' latest changes are counted in batches

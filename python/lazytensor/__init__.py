@@ -27,6 +27,7 @@ from . import _C  # noqa: E402
 from ._C import (  # noqa: E402, F401 (re-exported)
     Error,
     GeneratorState,
+    IndexError,  # noqa: A004 (a lazytensor.Error that is also the builtin IndexError)
     Tensor,
     bmm,
     cat,
@@ -42,6 +43,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     dtype,
     embedding,
     erf,
+    front_end,
     generator_state,
     get_autocast_dtype,
     is_autocast_enabled,
@@ -59,6 +61,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     matmul,
     matmul_library,
     metrics,
+    on_step_failure,
     promote_types,
     reset_peak_device_memory,
     row_groups,
@@ -69,6 +72,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     set_data_cache_size,
     set_debug,
     set_device_memory_limit,
+    set_front_end,
     set_generator_state,
     set_graph_warn_nodes,
     set_kernel_cache_bytes,

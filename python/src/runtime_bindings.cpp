@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <memory>
 #include <string>
 
 #include "bindings.h"
@@ -19,6 +20,30 @@ void bind_runtime(nb::module_& m) {
         "Cuts the traced graph and launches it (compiling it the first time it is seen)");
   m.def("wait_device_ops", &lt::wait_device_ops, nb::call_guard<nb::gil_scoped_release>(),
         "Waits until every launched step has finished; raises the first failure");
+  m.def("set_front_end", &lt::set_front_end, "language"_a,
+        "The language of hints in errors and warnings: \"python\" (set on import) or \"c++\"");
+  m.def("front_end", &lt::front_end);
+  m.def(
+      "on_step_failure",
+      [](nb::callable undo) {
+        // Held by the engine, which may let go of it or call it on a thread without the GIL.
+        std::shared_ptr<nb::callable> held(new nb::callable(std::move(undo)),
+                                           [](nb::callable* callable) {
+                                             nb::gil_scoped_acquire gil;
+                                             delete callable;
+                                           });
+        lt::on_step_failure([held] {
+          nb::gil_scoped_acquire gil;
+          try {
+            (*held)();
+          } catch (nb::python_error& e) {
+            e.discard_as_unraisable("lazytensor.on_step_failure");
+          }
+        });
+      },
+      "undo"_a,
+      "Registers how to put back host state that tracing this step changed, run if the step "
+      "fails (when its error is raised)");
   m.def(
       "set_scalar_policy",
       [](const std::string& name) { lt::set_scalar_policy(lt::parse_scalar_policy(name)); },

@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "ir/inline_vector.h"
 #include "lazytensor/error.h"
+#include "runtime/config.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/trace.h"
@@ -270,14 +271,18 @@ void check_in_place(const Tensor& self, const char* op) {
   if (!t_grad_enabled) return;
   const auto& meta = self.impl()->autograd;
   if (meta && meta->requires_grad && !meta->grad_fn) {
-    throw Error(std::string(op) +
-                ": a leaf tensor that requires grad cannot be modified in place while grad mode "
-                "is on (use lt::NoGradGuard, as optimizers do)");
+    throw Error(
+        std::string(op) +
+        ": a leaf tensor that requires grad cannot be modified in place while grad mode "
+        "is on (" +
+        runtime::in_callers_words("use lt::NoGradGuard", "use `with lazytensor.no_grad():`") +
+        ", as optimizers do)");
   }
   if ((meta && meta->grad_fn) || t_operand_requires_grad) {
     throw Error(std::string(op) +
                 ": in-place ops do not record gradients; use the out-of-place op on tensors that "
-                "require grad (or lt::NoGradGuard)");
+                "require grad (or " +
+                runtime::in_callers_words("lt::NoGradGuard", "`with lazytensor.no_grad():`") + ")");
   }
 }
 
@@ -334,8 +339,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   std::shared_ptr<autograd::Function> root = gradient_edge(*this);
   if (!root) {
     throw Error(
-        "backward: the tensor does not require grad (no tensor it was computed from has "
-        "requires_grad set, or it was computed under lt::NoGradGuard)");
+        std::string("backward: the tensor does not require grad (no tensor it was computed from "
+                    "has requires_grad set, or it was computed under ") +
+        runtime::in_callers_words("lt::NoGradGuard", "lazytensor.no_grad()") + ")");
   }
   Tensor seed = gradient;
   if (!seed.defined()) {

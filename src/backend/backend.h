@@ -2,6 +2,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,12 @@ struct ExecutionArgs {
   std::vector<BufferPtr> inputs;   // one per graph input
   std::vector<BufferPtr> outputs;  // one per graph output (possibly an input's buffer)
   std::vector<double> scalars;     // one per graph scalar argument
+  // Per output: the buffer that holds the value its tensor had before the step (its own
+  // buffer when donated), or null for a new value. A step that fails commits nothing: these
+  // outputs get their pre-step bits back and the others fail, so reading them raises why.
+  std::vector<BufferPtr> rollback;
+  // Called on the stream when the step fails, before any of its values can be read.
+  std::function<void()> on_failure;
 };
 
 // What the graph executor needs from a device, after LTC's BackendImplInterface. All device
@@ -66,9 +73,12 @@ class Backend {
   virtual DeviceEvent record_event() = 0;
   // Waits for all queued work; throws the first failure since the last call.
   virtual void synchronize() = 0;
+  // The first failure of the work done so far that no call has raised yet (empty if none),
+  // without waiting; it is not raised again.
+  virtual Failure take_failure() = 0;
 
   // Records a failure for the next synchronize(), as if a queued task had failed.
-  virtual void report_failure(const std::string& message) = 0;
+  virtual void report_failure(const Failure& failure) = 0;
 
   virtual DeviceMemoryStats memory_stats() const = 0;
   // Total device memory, and what can still be allocated, in bytes.

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <string>
 
+#include "backend/failure.h"
+
 namespace lt::backend {
 
 // A block of device memory. Freed through its backend when the last holder lets go.
@@ -24,13 +26,13 @@ class Buffer {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
-  void set_error(const std::string& message) {
+  void set_error(const Failure& failure) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.empty()) error_ = message;
+    if (error_.empty()) error_ = failure;
     failed_.store(true, std::memory_order_release);
   }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
-  std::string error() const {
+  Failure error() const {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
   }
@@ -41,7 +43,7 @@ class Buffer {
   Release release_;
   std::atomic<bool> failed_{false};
   mutable std::mutex mu_;
-  std::string error_;
+  Failure error_;
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;

@@ -383,10 +383,22 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
   assign_arena(plan, group_first, group_last);
 
   // Graph outputs that may take over an input's buffer (a parameter updated by the optimizer
-  // that the forward and backward passes read before).
+  // that the forward and backward passes read before), when written after the last launch
+  // that can fail.
+  int64_t last_fallible = -1;
+  for (uint32_t k = 0; k < plan.kernels.size(); ++k) {
+    const Kernel& kernel = plan.kernels[k];
+    if (kernel.opaque >= 0 &&
+        may_fail_at_run_time(graph.node(static_cast<uint32_t>(kernel.opaque)).op)) {
+      last_fallible = std::max<int64_t>(last_fallible, group_last[launch_of_kernel[k]]);
+    }
+  }
+  plan.output_launch.assign(plan.num_outputs, UINT32_MAX);
   plan.donation_candidates.resize(plan.num_outputs);
   for (int o = 0; o < plan.num_outputs; ++o) {
     if (writer[o] < 0) continue;
+    plan.output_launch[o] = group_first[launch_of_kernel[writer[o]]];
+    if (static_cast<int64_t>(plan.output_launch[o]) <= last_fallible) continue;
     const Kernel& kernel = plan.kernels[writer[o]];
     if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
     const ir::Node& out = graph.node(graph.outputs[o]);
@@ -397,6 +409,21 @@ ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& option
     }
   }
   return plan;
+}
+
+bool may_fail_at_run_time(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::IndexSelect:
+    case ir::OpKind::IndexAdd:
+    case ir::OpKind::CheckIndex:
+    case ir::OpKind::AllReduce:
+    case ir::OpKind::AllGather:
+    case ir::OpKind::ReduceScatter:
+    case ir::OpKind::Broadcast:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace lt::compiler

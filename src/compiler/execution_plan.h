@@ -51,9 +51,17 @@ struct ExecutionPlan {
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read
   // by the kernel that writes the output element for element, and by no kernel after it. The
-  // executor takes one that nothing else holds (donation).
+  // executor takes one that nothing else holds (donation). Only outputs written after every
+  // launch that can fail (index checks, collectives) have candidates: a failed step then
+  // finds every donated buffer as it was, and commits nothing.
   std::vector<std::vector<int>> donation_candidates;
+  // Per output: the launch that writes it (UINT32_MAX for none).
+  std::vector<uint32_t> output_launch;
 };
+
+// Opaque ops whose routine may refuse its operands at run time (an index out of range, a
+// failed collective).
+bool may_fail_at_run_time(ir::OpKind op);
 
 // Each temporary starts on a cache line of its own.
 constexpr size_t kArenaAlignment = 64;

@@ -30,10 +30,23 @@ void count_nodes(int64_t delta) {
 // while thread-local and static objects are destroyed at exit.
 thread_local InlineVector<NodePtr, 16>* t_release_queue = nullptr;
 
+// Serials in blocks per thread: one shared atomic add per 4096 nodes, not per node.
+std::atomic<uint64_t> g_next_serial_block{1};
+thread_local uint64_t t_next_serial = 0, t_serial_end = 0;
+constexpr uint64_t kSerialBlock = 4096;
+
+uint64_t next_serial() {
+  if (t_next_serial == t_serial_end) {
+    t_next_serial = g_next_serial_block.fetch_add(1, std::memory_order_relaxed) * kSerialBlock;
+    t_serial_end = t_next_serial + kSerialBlock;
+  }
+  return t_next_serial++;
+}
+
 }  // namespace
 
 Node::Node(OpKind op_kind, DType type, const Shape& result_shape)
-    : op(op_kind), dtype(type), shape(result_shape) {
+    : op(op_kind), dtype(type), shape(result_shape), serial(next_serial()) {
   count_nodes(1);
 }
 

@@ -41,6 +41,9 @@ struct Node {
   double value = 0;                           // Scalar and Constant
   std::shared_ptr<runtime::DeviceData> data;  // DeviceData
   uint32_t depth = 0;                         // ops on the longest path down to a leaf
+  // Unique for the process's life (a freed node's address is not): lets the executor tell
+  // that a graph runs ops an earlier one ran.
+  uint64_t serial = 0;
   // Where the value is computed: that of the operands, or of the device data. Numbers
   // (Scalar, Constant) have none: they go to whichever device uses them.
   std::optional<Device> device;

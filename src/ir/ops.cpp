@@ -65,6 +65,7 @@ const OpInfo kOpInfos[] = {
     {"IndexSelect", OpCategory::Opaque, 2, no_reference},
     {"IndexAdd", OpCategory::Opaque, 2, no_reference},
     {"Cat", OpCategory::Opaque, -1, no_reference},
+    {"CheckIndex", OpCategory::Opaque, 1, no_reference},
     {"AllReduce", OpCategory::Opaque, 1, no_reference},
     {"AllGather", OpCategory::Opaque, 1, no_reference},
     {"ReduceScatter", OpCategory::Opaque, 1, no_reference},

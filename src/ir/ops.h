@@ -40,6 +40,9 @@ enum class OpKind : uint16_t {
   IndexSelect,  // (table, ids: 1-D integer), attrs {dim}: rows of `table` along dim
   IndexAdd,     // (source, ids: 1-D integer), attrs {dim, size}: zeros with source rows added
   Cat,          // N operands, attrs {dim}
+  // (ids: integer), attrs {size, ignore}: the ids, each checked to be in [0, size) or equal
+  // to `ignore` (cross_entropy's targets, which kernels compare rather than index with).
+  CheckIndex,
   // Collectives across the ranks of lt::distributed (MPI), on the one operand.
   AllReduce,      // attrs {ReduceOp}: same shape
   AllGather,      // attrs {0}: the ranks' operands concatenated along dim 0

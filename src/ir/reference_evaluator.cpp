@@ -326,6 +326,8 @@ class Evaluator {
         return index_op(i);
       case OpKind::Cat:
         return cat(i);
+      case OpKind::CheckIndex:
+        return check_index(i);
       default:
         throw Error(std::string("reference::evaluate: no reference for op ") +
                     op_info(graph_.node(i).op).name);
@@ -362,6 +364,22 @@ class Evaluator {
     return out;
   }
 
+  // The ids themselves, each in [0, size) or equal to the ignored id.
+  Values check_index(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const Values& ids = values_[graph_.operand(i, 0)];
+    const int64_t size = node.attrs[0], ignore = node.attrs[1];
+    for (size_t j = 0; j < ids.size(); ++j) {
+      const auto id = static_cast<int64_t>(ids[j]);
+      if (id != ignore && (id < 0 || id >= size)) {
+        throw IndexError("cross_entropy: target " + std::to_string(id) + " at position " +
+                         std::to_string(j) + " is out of range for " + std::to_string(size) +
+                         " classes");
+      }
+    }
+    return ids;
+  }
+
   // IndexSelect: out[.., j, ..] = table[.., ids[j], ..]; IndexAdd: out[.., ids[j], ..] +=
   // source[.., j, ..] over zeros. Ids out of range are an error, as in PyTorch.
   Values index_op(uint32_t i) {
@@ -380,9 +398,9 @@ class Evaluator {
     for (int64_t j = 0; j < count; ++j) {
       const auto id = static_cast<int64_t>(ids[j]);
       if (id < 0 || id >= rows) {
-        throw Error(std::string(select ? "index_select" : "index_add") + ": index " +
-                    std::to_string(id) + " is out of range for dim " + std::to_string(dim) +
-                    " of size " + std::to_string(rows));
+        throw IndexError(std::string(select ? "index_select" : "index_add") + ": index " +
+                         std::to_string(id) + " is out of range for dim " + std::to_string(dim) +
+                         " of size " + std::to_string(rows));
       }
       for (int64_t o = 0; o < outer; ++o) {
         for (int64_t e = 0; e < inner; ++e) {

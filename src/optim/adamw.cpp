@@ -12,7 +12,7 @@ namespace lt::optim {
 AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups, Flavor flavor)
     : groups_(std::move(groups)), flavor_(flavor) {
   check_groups("AdamW", groups_);
-  for (const auto& group : groups_) state_.emplace_back(group.params.size());
+  for (const auto& group : groups_) state_->emplace_back(group.params.size());
   create_state();
 }
 
@@ -103,7 +103,7 @@ void AdamW::create_state() {
     const AdamWOptions& o = groups_[g].options;
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i];
-      State& s = state_[g][i];
+      State& s = (*state_)[g][i];
       const DType moments = moment_dtype(o.precision, p);
       // Zero moments; as 8-bit codes, the signed map's 0 is code 127 and the unsigned map's 0.
       auto create = [&](Tensor& t, double zero_code = 0) {
@@ -216,6 +216,7 @@ void store_rounded(Tensor& p, const Tensor& weights, Tensor& exp_avg_sq, const T
 void AdamW::step() {
   const NoGradGuard no_grad;
   create_state();
+  restore_counts_on_failure(state_);
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& group = groups_[g];
     const AdamWOptions& o = group.options;
@@ -223,7 +224,7 @@ void AdamW::step() {
       Tensor& p = group.params[i];
       const Tensor grad = gradient_of(group, i);
       if (!grad.defined()) continue;
-      State& s = state_[g][i];
+      State& s = (*state_)[g][i];
       ++s.step;
       const double t = static_cast<double>(s.step);
       if (o.precision == Precision::fp32) {

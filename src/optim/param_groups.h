@@ -7,10 +7,32 @@
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/optim.h"
+#include "lazytensor/runtime.h"
 #include "runtime/graph_executor.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt::optim {
+
+// Step counts go back when the step that counted them fails (lt::on_step_failure). They live
+// behind a shared pointer, so the undo finds them wherever the optimizer was moved to, or
+// nothing once it is gone.
+template <class State>
+void restore_counts_on_failure(const std::shared_ptr<std::vector<std::vector<State>>>& states) {
+  std::vector<std::vector<int64_t>> counts;
+  for (const auto& group : *states) {
+    auto& saved = counts.emplace_back();
+    for (const State& s : group) saved.push_back(s.step);
+  }
+  on_step_failure([weak = std::weak_ptr(states), counts = std::move(counts)] {
+    const auto alive = weak.lock();
+    if (!alive) return;
+    for (size_t g = 0; g < counts.size() && g < alive->size(); ++g) {
+      for (size_t i = 0; i < counts[g].size() && i < (*alive)[g].size(); ++i) {
+        (*alive)[g][i].step = counts[g][i];
+      }
+    }
+  });
+}
 
 // Every parameter has a gradient of its shape; throws lt::Error naming the optimizer if not.
 template <class Options>

@@ -7,7 +7,7 @@ SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : groups_(std::move(groups)
   check_groups("SGD", groups_);
   std::vector<Tensor> buffers;
   for (const auto& group : groups_) {
-    auto& states = state_.emplace_back(group.params.size());
+    auto& states = state_->emplace_back(group.params.size());
     if (group.options.momentum == 0) continue;
     for (size_t i = 0; i < states.size(); ++i) {
       const Tensor& p = group.params[i];
@@ -31,6 +31,7 @@ void SGD::set_lr(double lr) {
 
 void SGD::step() {
   const NoGradGuard no_grad;
+  restore_counts_on_failure(state_);
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& group = groups_[g];
     const SGDOptions& o = group.options;
@@ -38,7 +39,7 @@ void SGD::step() {
       Tensor& p = group.params[i];
       Tensor d_p = gradient_of(group, i);
       if (!d_p.defined()) continue;
-      State& s = state_[g][i];
+      State& s = (*state_)[g][i];
       const bool first = s.step++ == 0;
       if (o.weight_decay != 0) d_p = d_p.add(p, o.weight_decay);
       if (o.momentum != 0) {

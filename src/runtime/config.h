@@ -24,6 +24,8 @@ struct Config {
   std::atomic<bool> row_groups{true};          // row-blocked runs of softmax-like launches
   std::atomic<size_t> graph_warn_nodes{1'000'000};
   std::atomic<size_t> auto_cut_nodes{4'000'000};  // 0: never cut automatically
+  // The language hints are written in (lt::set_front_end): C++ names or Python's.
+  std::atomic<bool> python_front_end{false};
 
   std::string kernel_compiler() const;
   void set_kernel_compiler(const std::string& name);
@@ -32,11 +34,17 @@ struct Config {
 
  private:
   friend Config& config();
+
   mutable std::mutex mu_;
   std::string kernel_compiler_ = "native";
   std::string kernel_cache_dir_;
 };
 
 Config& config();
+
+// A name as the caller writes it: `cpp` from C++, `python` from the Python package.
+inline const char* in_callers_words(const char* cpp, const char* python) {
+  return config().python_front_end.load(std::memory_order_relaxed) ? python : cpp;
+}
 
 }  // namespace lt::runtime

@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "ir/graph.h"
 #include "lazytensor/error.h"
 #include "lazytensor/profiler.h"
@@ -16,6 +19,7 @@
 #include "runtime/config.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_signature.h"
+#include "runtime/step_journal.h"
 #include "runtime/trace_lock.h"
 #include "trace/autocast.h"
 
@@ -32,7 +36,22 @@ struct ExecutorState {
   std::vector<std::pair<int64_t, int64_t>> compile_runs;
   std::string last_recompile_reason;
   StepStats last_stats;
+  // A loop that reads values but never calls mark_step() keeps its parameters pending, so
+  // each read runs every earlier step again: more of them at each read. What the previous
+  // read ran (op serials), how many of those it ran again, and how many reads in a row ran
+  // more again than the read before, since the last mark_step.
+  std::unordered_set<uint64_t> ran_for_last_read;
+  int64_t rerun_by_last_read = 0;
+  int rerunning_reads = 0;
+  bool warned_rerunning_reads = false;
 };
+
+// Reads in a row that run more of the previous read's ops again than the read before them
+// did, with no mark_step, before the warning. A loop without mark_step reruns one step at its
+// second read, two at its third, and is warned at its fourth step. Legitimate reruns stay
+// flat: a value traced before an earlier read, or parameters initialized when first used and
+// read by every micro-batch of gradient accumulation before the first cut.
+constexpr int kRerunningReadsBeforeWarning = 3;
 
 ExecutorState& state() {
   static ExecutorState* s = new ExecutorState();
@@ -125,11 +144,10 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
   uncached_compiles.add();
   if (st.compiles > 0) {
     const GraphSignature* near = st.cache.nearest(g.signature);
-    st.last_recompile_reason =
-        "compile #" + std::to_string(st.compiles + 1) + " at step " + std::to_string(st.steps + 1) +
-        ": " +
-        (near ? "nearest cached graph differs at " + describe_difference(g.signature, *near)
-              : std::string("the compile cache is empty (evicted)"));
+    st.last_recompile_reason = "compile #" + std::to_string(st.compiles + 1) + " at step " +
+                               std::to_string(st.steps + 1) + ": " +
+                               (near ? describe_difference(g.signature, *near)
+                                     : std::string("the compile cache is empty (evicted)"));
     if (config().debug) {
       std::string per_step;
       for (const auto& [steps, compiles] : st.compile_runs) {
@@ -144,9 +162,39 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
   st.cache.insert(g.signature, g.executable);
 }
 
+// Per output: the value its tensor had before the step, when the output is an in-place update
+// of one tensor (a parameter, a moment); null for new values. A failed step gives these back.
+std::vector<DeviceDataPtr> values_before(const DeviceGraph& g) {
+  const size_t n = g.graph.outputs.size();
+  std::vector<DeviceDataPtr> before(n);
+  std::vector<char> seen(n, 0), shared(n, 0);
+  for (size_t r = 0; r < g.pending.size(); ++r) {
+    const uint32_t o = g.output_of_root[r];
+    const ir::Node& node = g.graph.node(g.graph.outputs[o]);
+    DeviceDataPtr value = g.pending[r]->before_step;
+    if (value && (value->buffer->failed() || value->shape != node.shape ||
+                  value->dtype != node.dtype || value->device != g.device)) {
+      value.reset();
+    }
+    if (!seen[o]) {
+      seen[o] = 1;
+      before[o] = std::move(value);
+    } else if (value != before[o]) {
+      // Two tensors with one new value but different old ones: one buffer cannot give both
+      // back, so neither is (documented as a limit of failed steps).
+      shared[o] = 1;
+    }
+  }
+  for (size_t o = 0; o < n; ++o) {
+    if (shared[o]) before[o].reset();
+  }
+  return before;
+}
+
 // Picks the output buffers, rebinds the tensors to their future values and launches. Returns
-// the number of donated buffers.
-int64_t launch(DeviceGraph& g, int64_t step, bool allow_donation) {
+// the number of donated buffers; `failure` says why the step could not be launched.
+int64_t launch(DeviceGraph& g, int64_t step, bool allow_donation,
+               const std::shared_ptr<StepRecord>& record, std::string& failure) {
   const ir::Graph& graph = g.graph;
   const backend::Executable& exe = *g.executable;
   backend::Backend& backend = backend_of(g.device);
@@ -157,17 +205,26 @@ int64_t launch(DeviceGraph& g, int64_t step, bool allow_donation) {
   args.scalars.reserve(graph.scalars.size());
   for (uint32_t i : graph.scalars) args.scalars.push_back(graph.node(i).value);
 
+  // A buffer holding a value from before the step may be donated only to the output that
+  // replaces that value: no other output may overwrite it before the step is known to succeed.
+  const std::vector<DeviceDataPtr> before = values_before(g);
+  std::unordered_map<const backend::Buffer*, size_t> kept_for;
+  for (size_t o = 0; o < before.size(); ++o) {
+    if (before[o]) kept_for.emplace(before[o]->buffer.get(), o);
+  }
+
   // Output buffers: an input's, when nothing else holds it, else a fresh one. Everything that
-  // can fail happens before any tensor is rebound, so a failure leaves them all pending.
+  // can fail happens before any tensor is rebound.
   std::vector<char> taken(graph.inputs.size(), 0);
   int64_t donations = 0;
-  std::string failure;
   try {
     for (size_t o = 0; o < graph.outputs.size(); ++o) {
       const ir::Node& node = graph.node(graph.outputs[o]);
       backend::BufferPtr buffer;
       for (int candidate : exe.donation_candidates[o]) {
         const DeviceData& data = *graph.node(graph.inputs[candidate]).data;
+        const auto kept = kept_for.find(data.buffer.get());
+        if (kept != kept_for.end() && kept->second != o) continue;
         if (allow_donation && !taken[candidate] && data.holders.load() == 0 &&
             !data.buffer->failed()) {
           taken[candidate] = 1;
@@ -180,19 +237,33 @@ int64_t launch(DeviceGraph& g, int64_t step, bool allow_donation) {
       args.outputs.push_back(std::move(buffer));
     }
   } catch (const Error& e) {
-    // The step cannot run. Its outputs become values that throw when read, the next
-    // wait_device_ops() reports it, and nothing else is affected: later steps still run.
-    failure = "step " + std::to_string(args.step) + " failed: " + e.what();
-    donations = 0;
-    args.outputs.clear();
+    // The step cannot run (no memory for its outputs). It commits nothing: tensors updated in
+    // place keep their values, new values throw when read, and mark_step raises it.
+    const backend::Failure why = backend::Failure::of(e, args.step);
+    failure = why.message;
+    std::vector<DeviceDataPtr> results(graph.outputs.size());
     for (size_t o = 0; o < graph.outputs.size(); ++o) {
+      const ir::Node& node = graph.node(graph.outputs[o]);
+      if (before[o]) {
+        results[o] = before[o];
+        continue;
+      }
       auto failed = std::make_shared<backend::Buffer>(nullptr, 0, nullptr);
-      failed->set_error(failure);
-      args.outputs.push_back(std::move(failed));
+      failed->set_error(why);
+      results[o] = std::make_shared<DeviceData>(node.shape, node.dtype, g.device, failed);
     }
-    backend.report_failure(failure);
+    for (size_t r = 0; r < g.pending.size(); ++r) {
+      g.pending[r]->set_data(results[g.output_of_root[r]]);
+    }
+    if (record) mark_step_failed(record);
+    return 0;
   }
 
+  args.rollback.resize(graph.outputs.size());
+  for (size_t o = 0; o < graph.outputs.size(); ++o) {
+    if (before[o]) args.rollback[o] = before[o]->buffer;
+  }
+  if (record) args.on_failure = [record] { mark_step_failed(record); };
   std::vector<DeviceDataPtr> results(graph.outputs.size());
   for (size_t o = 0; o < graph.outputs.size(); ++o) {
     const ir::Node& node = graph.node(graph.outputs[o]);
@@ -201,13 +272,43 @@ int64_t launch(DeviceGraph& g, int64_t step, bool allow_donation) {
   for (size_t r = 0; r < g.pending.size(); ++r) {
     g.pending[r]->set_data(results[g.output_of_root[r]]);
   }
-  if (failure.empty()) backend.execute(g.executable, std::move(args));
+  backend.execute(g.executable, std::move(args));
   return donations;
 }
 
+// Counts the ops of a read's graphs that the previous read ran too, and warns once when
+// several reads in a row did so: the sign of a training loop that never calls mark_step().
+void note_read(ExecutorState& st, const std::vector<DeviceGraph>& graphs) {
+  std::unordered_set<uint64_t> ran;
+  int64_t again = 0;
+  for (const DeviceGraph& g : graphs) {
+    for (const ir::Node* node : g.graph.nodes) {
+      if (ir::is_leaf(node->op)) continue;
+      ran.insert(node->serial);
+      again += st.ran_for_last_read.count(node->serial);
+    }
+  }
+  st.ran_for_last_read.swap(ran);
+  st.rerunning_reads = again > st.rerun_by_last_read ? st.rerunning_reads + 1 : 0;
+  st.rerun_by_last_read = again;
+  if (st.rerunning_reads < kRerunningReadsBeforeWarning || st.warned_rerunning_reads) return;
+  st.warned_rerunning_reads = true;
+  const char* mark_step = in_callers_words("lt::mark_step()", "lazytensor.mark_step()");
+  std::fprintf(stderr,
+               "lazytensor: warning: %d reads in a row ran more of the ops that the read "
+               "before had run, and no %s has cut the graph since: every read runs all earlier "
+               "steps again "
+               "(this one ran %zu ops, %lld of them again), so each step costs more than the "
+               "last. Call %s once per iteration, after the optimizer step.\n",
+               st.rerunning_reads, mark_step, st.ran_for_last_read.size(),
+               static_cast<long long>(again), mark_step);
+}
+
 // A cut, in phases: collect each device's graph, find or compile every executable (nothing
-// rebound yet), then launch them all, and count the cut as one step.
-void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool allow_donation) {
+// rebound yet), then launch them all, and count the cut as one step. Returns why a graph could
+// not be launched (empty if all were).
+std::string sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors,
+                        bool allow_donation) {
   static metrics::Counter& mark_steps = metrics::counter("MarkStep");
   static metrics::Counter& donated = metrics::counter("DonatedBuffer");
   static metrics::Timer& trace_time = metrics::timer("TraceTime");
@@ -219,11 +320,23 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
 
   const backend::CompileOptions options = compile_options();
   std::vector<DeviceGraph> graphs = collect_device_graphs(tensors, options);
-  if (graphs.empty()) return;
+  if (allow_donation) {
+    st.ran_for_last_read.clear();
+    st.rerun_by_last_read = 0;
+    st.rerunning_reads = 0;
+  } else {
+    note_read(st, graphs);
+  }
+  // A mark_step is a step of the host's state too (optimizers, the generator): the undos
+  // registered since the last one go with it, even when it has nothing to run.
+  const std::shared_ptr<StepRecord> record =
+      allow_donation ? begin_step_record(st.steps + 1) : nullptr;
+  if (graphs.empty()) return {};
   for (DeviceGraph& g : graphs) find_or_compile(g, options);
 
   StepStats stats;
   stats.step = ++st.steps;
+  std::string failure;
   stats.cache_hit = true;
   int64_t compiles_now = 0;
   double compile_seconds = 0;
@@ -238,7 +351,9 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
     stats.cache_hit = stats.cache_hit && !g.compiled;
     compiles_now += g.compiled ? 1 : 0;
     compile_seconds += g.compile_seconds;
-    stats.donated_buffers += launch(g, stats.step, allow_donation);
+    std::string why;
+    stats.donated_buffers += launch(g, stats.step, allow_donation, record, why);
+    if (failure.empty()) failure = why;
   }
   donated.add(stats.donated_buffers);
   st.last_stats = stats;
@@ -250,23 +365,46 @@ void sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors, bool a
   trace_time.record(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
       compile_seconds);
+  return failure;
 }
 
 }  // namespace
 
 void sync_pending() {
-  const CutScope cut("mark_step");
-  // Parameters updated in this step get their autocast copies here, in the kernels that
-  // update them.
-  trace::refresh_autocast_copies();
-  // Taken under the cut: a tensor another thread makes pending now is in this graph or waits.
-  sync_locked(pending_tensors(), /*allow_donation=*/true);
+  std::string failure;
+  {
+    const CutScope cut("mark_step");
+    // Parameters updated in this step get their autocast copies here, in the kernels that
+    // update them.
+    trace::refresh_autocast_copies();
+    // Taken under the cut: a tensor another thread makes pending now is in this graph or
+    // waits.
+    failure = sync_locked(pending_tensors(), /*allow_donation=*/true);
+  }
+  if (!failure.empty()) {
+    settle_failed_step();
+    throw Error("mark_step: " + failure);
+  }
+  // A step that failed on the device and was not raised yet (no value of it was read): raised
+  // here, after this step was launched, so that a loop that never reads hears of it within a
+  // step or two.
+  for (backend::Backend* backend : backend::live_backends()) {
+    const backend::Failure earlier = backend->take_failure();
+    if (!earlier.empty()) {
+      settle_failed_step();
+      earlier.raise("mark_step: ");
+    }
+  }
 }
 
 DeviceDataPtr sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors,
                            const char* op) {
-  const CutScope cut(op);
-  sync_locked(tensors, /*allow_donation=*/false);
+  std::string failure;
+  {
+    const CutScope cut(op);
+    failure = sync_locked(tensors, /*allow_donation=*/false);
+  }
+  if (!failure.empty()) throw Error(std::string(op) + ": " + failure);
   return tensors.empty() ? nullptr : tensors.front()->data;
 }
 
@@ -285,6 +423,11 @@ std::vector<int64_t> compiles_per_step() {
   std::vector<int64_t> out;
   for (const auto& [steps, compiles] : state().compile_runs) out.insert(out.end(), steps, compiles);
   return out;
+}
+
+void rearm_rerunning_reads_warning() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().warned_rerunning_reads = false;
 }
 
 void clear_compile_cache() {

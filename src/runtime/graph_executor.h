@@ -21,5 +21,7 @@ std::string last_recompile_reason();
 std::vector<int64_t> compiles_per_step();
 size_t compile_cache_entries();
 void clear_compile_cache();
+// Lets the warning about reads that run earlier steps again (no mark_step) be given again.
+void rearm_rerunning_reads_warning();
 
 }  // namespace lt::runtime

@@ -177,11 +177,61 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
   signature.hash = compiler::hash_bytes(words.data(), words.size() * sizeof(uint64_t));
 }
 
-std::string describe_difference(const GraphSignature& now, const GraphSignature& cached) {
-  if (now.words.empty() || cached.words.empty() || now.words[0] != cached.words[0]) {
-    return "the graph is for another device or kernel compiler";
+namespace {
+
+// How many values a graph reads (device data), computes and leaves as outputs.
+struct GraphCounts {
+  int64_t inputs = 0, computed = 0, outputs = 0;
+};
+
+GraphCounts count(const GraphSignature& s, const std::vector<Record>& records) {
+  GraphCounts c;
+  for (const Record& r : records) {
+    if (r.header.op == ir::OpKind::DeviceData) {
+      ++c.inputs;
+    } else if (!ir::is_leaf(r.header.op)) {
+      ++c.computed;
+    }
   }
-  const std::vector<Record> a = decode_records(now), b = decode_records(cached);
+  const size_t end = records.empty() ? 1 : records.back().begin + records.back().header.length();
+  c.outputs = static_cast<int64_t>(s.words.size()) - static_cast<int64_t>(end) - 1;
+  return c;
+}
+
+// What the difference most likely means, in the words of a training loop.
+std::string likely_cause(const GraphCounts& now, const GraphCounts& cached) {
+  if (now.inputs > cached.inputs && now.computed < cached.computed) {
+    return std::to_string(now.inputs - cached.inputs) +
+           " more values are read as device data and " +
+           std::to_string(cached.computed - now.computed) +
+           " fewer ops computed than in the nearest cached graph: what an earlier step "
+           "created (parameters initialized when first used, an optimizer's state, a cached "
+           "copy) is now an input instead of being computed. Expected once or twice at the "
+           "start of training, not every step";
+  }
+  if (now.outputs != cached.outputs) {
+    return "this cut leaves " + std::to_string(now.outputs) +
+           " tensors to compute where the "
+           "nearest cached graph left " +
+           std::to_string(cached.outputs) +
+           " (a tensor kept alive from another step, new state, or a different set of live "
+           "tensors)";
+  }
+  if (now.inputs == cached.inputs && now.computed == cached.computed) {
+    return "the same ops as a cached graph on values of another shape or dtype (a new batch "
+           "size or sequence length compiles a graph of its own)";
+  }
+  return "a different computation from any cached graph (" + std::to_string(now.computed) +
+         " ops on " + std::to_string(now.inputs) + " inputs; the nearest has " +
+         std::to_string(cached.computed) + " on " + std::to_string(cached.inputs) + ")";
+}
+
+}  // namespace
+
+namespace {
+
+std::string first_difference(const GraphSignature& now, const GraphSignature& cached,
+                             const std::vector<Record>& a, const std::vector<Record>& b) {
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     const Record& x = a[i];
     const Record& y = b[i];
@@ -222,6 +272,17 @@ std::string describe_difference(const GraphSignature& now, const GraphSignature&
            std::to_string(std::min(a.size(), b.size())) + " agree";
   }
   return "the same nodes with different outputs (other tensors are live or pending)";
+}
+
+}  // namespace
+
+std::string describe_difference(const GraphSignature& now, const GraphSignature& cached) {
+  if (now.words.empty() || cached.words.empty() || now.words[0] != cached.words[0]) {
+    return "the graph is for another device or kernel compiler";
+  }
+  const std::vector<Record> a = decode_records(now), b = decode_records(cached);
+  return likely_cause(count(now, a), count(cached, b)) +
+         "; the first difference: " + first_difference(now, cached, a, b);
 }
 
 }  // namespace lt::runtime

@@ -1,4 +1,6 @@
 // The public functions of lazytensor/runtime.h.
+#include <exception>
+
 #include "backend/cpu/gemm.h"
 #include "backend/registry.h"
 #include "compiler/compiled_kernel.h"
@@ -8,6 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
+#include "runtime/step_journal.h"
 #include "runtime/trace_lock.h"
 
 namespace lt {
@@ -16,17 +19,25 @@ void mark_step() {
   runtime::sync_pending();
 }
 
+void on_step_failure(std::function<void()> undo) {
+  runtime::on_step_failure(std::move(undo));
+}
+
 void wait_device_ops() {
-  // Every device finishes; the first failure found is reported after all have.
-  std::string failure;
+  // Every device finishes; the first failure found is reported after all have, as the kind of
+  // error it was, with the failed step's host state put back.
+  std::exception_ptr failure;
   for (backend::Backend* backend : backend::live_backends()) {
     try {
       backend->synchronize();
-    } catch (const Error& e) {
-      if (failure.empty()) failure = e.what();
+    } catch (const Error&) {
+      if (!failure) failure = std::current_exception();
     }
   }
-  if (!failure.empty()) throw Error(failure);
+  if (failure) {
+    runtime::settle_failed_step();
+    std::rethrow_exception(failure);
+  }
 }
 
 DeviceEvent record_event() {
@@ -103,6 +114,16 @@ ScalarPolicy parse_scalar_policy(const std::string& name) {
               "' (expected argument, cached, uncached or constant)");
 }
 
+void set_front_end(const std::string& language) {
+  if (language != "c++" && language != "python") {
+    throw Error("set_front_end: expected \"c++\" or \"python\", got \"" + language + "\"");
+  }
+  runtime::config().python_front_end = language == "python";
+}
+std::string front_end() {
+  return runtime::config().python_front_end ? "python" : "c++";
+}
+
 void set_scalar_policy(ScalarPolicy policy) {
   runtime::config().scalar_policy = policy;
 }
@@ -164,6 +185,7 @@ void set_max_kernel_ops(size_t ops) {
 void set_graph_warn_nodes(size_t nodes) {
   runtime::config().graph_warn_nodes = nodes;
   runtime::rearm_graph_growth_warning();
+  runtime::rearm_rerunning_reads_warning();
 }
 void set_auto_cut_nodes(size_t nodes) {
   runtime::config().auto_cut_nodes = nodes;

@@ -5,6 +5,7 @@
 
 #include "autograd/function.h"
 #include "backend/registry.h"
+#include "runtime/step_journal.h"
 
 namespace lt {
 
@@ -42,6 +43,29 @@ void unlink(TensorImpl* impl) {
   impl->prev = impl->next = nullptr;
 }
 
+template <typename T>
+std::optional<runtime::DeviceData::HostRange> range_of(const T* values, const Shape& shape) {
+  runtime::DeviceData::HostRange range;
+  const int64_t n = shape.numel();
+  if (n == 0) return std::nullopt;
+  range.min = range.max = values[0];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = values[i];
+    if (v < range.min) {
+      range.min = v;
+      range.min_at = i;
+    } else if (v > range.max) {
+      range.max = v;
+      range.max_at = i;
+    }
+    if (v < 0 && (!range.max_negative || v > *range.max_negative)) {
+      range.max_negative = v;
+      range.max_negative_at = i;
+    }
+  }
+  return range;
+}
+
 void release(runtime::DeviceDataPtr& data) {
   if (data) data->holders.fetch_sub(1, std::memory_order_relaxed);
   data.reset();
@@ -55,6 +79,7 @@ TensorImpl::~TensorImpl() {
 }
 
 void TensorImpl::set_ir(ir::NodePtr node) {
+  if (data) before_step = data;
   release(data);
   ir = std::move(node);
   link(this);
@@ -64,6 +89,7 @@ void TensorImpl::set_data(runtime::DeviceDataPtr value) {
   if (value) value->holders.fetch_add(1, std::memory_order_relaxed);
   release(data);
   data = std::move(value);
+  before_step.reset();
   ir.reset();
   unlink(this);
 }
@@ -101,13 +127,21 @@ DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const 
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   auto buffer = backend.allocate(bytes);
   backend.transfer_to_device(buffer, values, bytes, synchronous);
-  return std::make_shared<DeviceData>(shape, dtype, device, std::move(buffer));
+  auto data = std::make_shared<DeviceData>(shape, dtype, device, std::move(buffer));
+  if (dtype == DType::i64) data->host_range = range_of(static_cast<const int64_t*>(values), shape);
+  if (dtype == DType::i32) data->host_range = range_of(static_cast<const int32_t*>(values), shape);
+  return data;
 }
 
 void download(const DeviceData& data, void* dst) {
-  backend_of(data.device)
-      .transfer_from_device(data.buffer, dst,
-                            static_cast<size_t>(data.shape.numel()) * dtype_size(data.dtype));
+  try {
+    backend_of(data.device)
+        .transfer_from_device(data.buffer, dst,
+                              static_cast<size_t>(data.shape.numel()) * dtype_size(data.dtype));
+  } catch (const Error&) {
+    settle_failed_step();  // the failed step's host state is put back as its error is raised
+    throw;
+  }
 }
 
 std::vector<std::shared_ptr<TensorImpl>> pending_tensors() {

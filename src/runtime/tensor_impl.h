@@ -32,6 +32,10 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   Device device;
   ir::NodePtr ir;
   runtime::DeviceDataPtr data;
+  // While pending: the value this tensor had before (in-place ops since the last step), which
+  // a failed step gives back. Not counted among its holders, so that the step may still
+  // donate its buffer to this tensor's own new value.
+  runtime::DeviceDataPtr before_step;
   // Autograd's state (requires_grad, grad_fn, grad); null for tensors autograd never saw.
   std::unique_ptr<autograd::Meta, autograd::MetaDeleter> autograd;
   // Made by a view op (reshape, transpose, ...): in-place ops on it are refused, since the

@@ -74,13 +74,14 @@ void warn_graph_growth(int64_t nodes, const char* op) {
       if (impl->ir) deepest = std::max(deepest, impl->ir->depth);
     }
   }
+  const char* mark_step = in_callers_words("lt::mark_step()", "lazytensor.mark_step()");
   std::fprintf(stderr,
-               "lazytensor: warning: %lld IR nodes are alive and no lt::mark_step() has cut "
-               "them (noticed when tracing '%s'); the longest pending chain is %u ops. Call "
-               "lt::mark_step() once per iteration (after the optimizer step). Past "
-               "LT_AUTO_CUT_NODES (now %zu; 0: never) the graph is cut automatically.%s\n",
-               static_cast<long long>(nodes), op, deepest, config().auto_cut_nodes.load(),
-               config().debug ? "" : " LT_DEBUG=1 tells more.");
+               "lazytensor: warning: %lld IR nodes are alive and no %s has cut them (noticed "
+               "when tracing '%s'); the longest pending chain is %u ops. Call %s once per "
+               "iteration (after the optimizer step). Past LT_AUTO_CUT_NODES (now %zu; 0: "
+               "never) the graph is cut automatically.%s\n",
+               static_cast<long long>(nodes), mark_step, op, deepest, mark_step,
+               config().auto_cut_nodes.load(), config().debug ? "" : " LT_DEBUG=1 tells more.");
   if (config().debug) {
     std::fprintf(stderr,
                  "lazytensor: %zu tensors are pending. A loop that traces into the same tensor "

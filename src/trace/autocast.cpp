@@ -149,7 +149,9 @@ void refresh_autocast_copies() {
       impl->autocast_copy.reset();
       return true;
     }
-    impl->autocast_copy = make_tensor(cast(impl->value(), DType::bf16)).impl();
+    // Rebound in place: a step that fails gives the copy its old value back, with the
+    // parameter's.
+    impl->autocast_copy->set_ir(cast(impl->value(), DType::bf16));
     impl->autocast_copy_writes = writes;
     impl->autocast_copy_read = false;
     return false;

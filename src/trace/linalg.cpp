@@ -6,6 +6,7 @@
 #include "lazytensor/autocast.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "runtime/config.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/autocast.h"
@@ -25,8 +26,9 @@ void check_operands(const char* op, const ir::NodePtr& a, const ir::NodePtr& b) 
   if (trace::autocasts(a, b)) return;
   if (a->dtype == DType::f16) {
     throw Error(std::string(op) +
-                ": no matrix multiply for f16 yet (f32, f64 and bf16 have one); convert with "
-                "to(lt::DType::f32) or to(lt::DType::bf16)");
+                ": no matrix multiply for f16 yet (f32, f64 and bf16 have one); convert with " +
+                runtime::in_callers_words("to(lt::DType::f32) or to(lt::DType::bf16)",
+                                          "to(lazytensor.float32) or to(lazytensor.bfloat16)"));
   }
   if (a->dtype != b->dtype) {
     throw Error(std::string(op) + ": expected both operands to have the same dtype, got " +

@@ -10,6 +10,7 @@
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "runtime/step_journal.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/trace.h"
@@ -45,6 +46,7 @@ Tensor shifted(const Tensor& x, int dim) {
 struct Generator {
   std::mutex mu;
   GeneratorState state{0x5eed, 0};
+  uint64_t journaled_step = UINT64_MAX;  // the step whose undo holds the state it began with
 };
 Generator& generator() {
   static Generator* g = new Generator();
@@ -229,6 +231,17 @@ namespace {
 GeneratorState next_draw() {
   Generator& g = generator();
   const std::lock_guard<std::mutex> lock(g.mu);
+  // A step's first draw: if the step fails, its draws are given back, so that a run that hit
+  // a bad batch and went on draws what a run that skipped it draws.
+  const uint64_t step = runtime::steps_cut();
+  if (g.journaled_step != step) {
+    g.journaled_step = step;
+    runtime::on_step_failure([began = g.state] {
+      Generator& same = generator();
+      const std::lock_guard<std::mutex> relock(same.mu);
+      same.state = began;
+    });
+  }
   const GeneratorState draw = g.state;
   ++g.state.offset;
   return draw;
@@ -367,6 +380,20 @@ Tensor dropout(const Tensor& x, double p, bool train) {
                           [mask](const Tensor& g) { return autograd::Gradients{g * mask()}; });
 }
 
+namespace {
+
+// Targets are compared with class positions, not used as addresses, so one out of range
+// would add nothing to the loss. The host's ids are checked now; others by a launch before the
+// loss is computed (which fails the step, committing nothing).
+Tensor checked_targets(const Tensor& targets, int64_t classes, int64_t ignore_index) {
+  const ir::NodePtr ids = trace::value_of(targets, "cross_entropy");
+  if (trace::check_host_ids("cross_entropy", "target", ids, classes, ignore_index)) return targets;
+  return trace::make_tensor(ir::make_node(ir::OpKind::CheckIndex, ids->dtype, ids->shape, {ids},
+                                          {classes, ignore_index}));
+}
+
+}  // namespace
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      Reduction reduction) {
   const runtime::TraceScope scope("cross_entropy");
@@ -386,8 +413,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         sl.str() + " and " + st.str());
   }
   const Tensor lg = single ? logits.unsqueeze(0) : logits;
-  const Tensor tg = single ? targets.unsqueeze(0) : targets;
   const int64_t classes = lg.shape()[1];
+  const Tensor tg = checked_targets(single ? targets.unsqueeze(0) : targets, classes, ignore_index);
   const DType dtype = lg.dtype();
   // The target's logit, picked by comparing ids with each class's position. The one-hot
   // [N, C] is built afresh in the forward and in the backward pass, so each is fused into the

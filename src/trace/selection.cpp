@@ -173,6 +173,7 @@ Tensor Tensor::index_select(int dim, const Tensor& index) const {
   if (table->shape.rank() == 0) throw Error("index_select: cannot index a rank-0 tensor");
   const int d = normalize_dim("index_select", dim, table->shape.rank());
   trace::common_device("index_select", {table, ids});
+  trace::check_host_ids("index_select", "index", ids, table->shape[d]);
   Shape shape = table->shape;
   shape[d] = ids->shape.numel();
   trace::check_fits("index_select", shape, table->dtype, *table->device);
@@ -206,6 +207,7 @@ Tensor embedding(const Tensor& first, const Tensor& second, std::optional<int64_
   }
   check_index("embedding", i);
   const int64_t rows = w->shape[0];
+  trace::check_host_ids("embedding", "id", i, rows);
   if (padding_idx && (*padding_idx < -rows || *padding_idx >= rows)) {
     throw Error("embedding: padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
                 std::to_string(rows) + " embeddings");

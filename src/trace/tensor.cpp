@@ -13,6 +13,7 @@
 #include "lazytensor/functional.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
+#include "runtime/step_journal.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/trace.h"
@@ -275,7 +276,10 @@ Tensor::HostMemory Tensor::host_memory() const {
     delete held;
   });
   runtime::backend_of(data->device).record_event().wait();  // the step computing it is done
-  if (data->buffer->failed()) throw Error("host_memory: " + data->buffer->error());
+  if (data->buffer->failed()) {
+    runtime::settle_failed_step();
+    data->buffer->error().raise("host_memory: ");
+  }
   return {data->buffer->data(), std::move(owner)};
 }
 

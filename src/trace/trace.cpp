@@ -45,6 +45,41 @@ void check_shape(const char* op, const Shape& shape) {
   }
 }
 
+bool check_host_ids(const char* op, const char* what, const ir::NodePtr& ids, int64_t size,
+                    std::optional<int64_t> ignore) {
+  // Through views that keep every element once (reshape, permute, squeeze): the same values.
+  const ir::Node* node = ids.get();
+  while (ir::is_view(node->op) && node->operands[0]->shape.numel() == node->shape.numel() &&
+         node->view_offset() == 0) {
+    bool repeats = false;
+    for (int d = 0; d < node->shape.rank(); ++d) {
+      repeats = repeats || (node->view_stride(d) == 0 && node->shape[d] > 1);
+    }
+    if (repeats) break;
+    node = node->operands[0].get();
+  }
+  if (node->op != ir::OpKind::DeviceData || !node->data->host_range) return false;
+  const runtime::DeviceData::HostRange& range = *node->data->host_range;
+  auto refuse = [&](int64_t value, int64_t at) {
+    std::string position;
+    for (int d = node->shape.rank() - 1; d >= 0; --d) {
+      position = std::to_string(at % node->shape[d]) + (position.empty() ? "" : ", ") + position;
+      at /= node->shape[d];
+    }
+    throw IndexError(std::string(op) + ": " + what + " " + std::to_string(value) +
+                     " at position [" + position + "] is out of range for " + std::to_string(size) +
+                     (ignore ? " classes" : " rows") + " (valid: 0 to " + std::to_string(size - 1) +
+                     (ignore ? ", or the ignore_index " + std::to_string(*ignore) : "") + ")");
+  };
+  if (range.max >= size && range.max != ignore) refuse(range.max, range.max_at);
+  if (range.min < 0 && range.min != ignore) refuse(range.min, range.min_at);
+  if (range.max_negative && *range.max_negative != ignore) {
+    refuse(*range.max_negative, range.max_negative_at);
+  }
+  // An ignored id past the end may hide others there.
+  return !(ignore && *ignore >= size && range.max == *ignore);
+}
+
 void check_fits(const char* op, const Shape& shape, DType dtype, const Device& where) {
   const backend::Backend& device = runtime::backend_of(where);
   const double capacity = static_cast<double>(device.memory_capacity());

@@ -3,6 +3,7 @@
 // scalar policy. Every check runs before anything is created or rebound, so a failing op
 // leaves every tensor as it was.
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "ir/node.h"
@@ -60,5 +61,11 @@ void check_dtype(const char* op, DType dtype);
 void check_arithmetic(const char* op, DType dtype);
 // Throws if a value of this shape and dtype could never fit in the device's memory.
 void check_fits(const char* op, const Shape& shape, DType dtype, const Device& device);
+// Ids the host uploaded (perhaps reshaped or permuted) are checked here, as the op is traced:
+// each must be in [0, size) or equal to `ignore`; lt::IndexError names the op, the value, the
+// valid range and the position. Returns false when the host cannot tell (ids computed on the
+// device, or values between the ignored id and 0), and then the kernel checks them.
+bool check_host_ids(const char* op, const char* what, const ir::NodePtr& ids, int64_t size,
+                    std::optional<int64_t> ignore = std::nullopt);
 
 }  // namespace lt::trace

@@ -217,21 +217,23 @@ class CpuBackend final : public Backend {
     static metrics::Counter& count = metrics::counter("TransferFromDevice");
     count.add();
     profiler::Scope span("transfer from device (waits)", "transfer");
-    std::promise<std::string> done;
+    std::promise<Failure> done;
     stream_.enqueue([&] {
       if (src->failed()) {
         done.set_value(src->error());
         return;
       }
       copy_bytes(dst, src->data(), bytes);
-      done.set_value(std::string());
+      done.set_value(Failure());
     });
-    std::string error;
+    Failure failure;
     {
       metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
-      error = done.get_future().get();
+      failure = done.get_future().get();
     }
-    if (!error.empty()) throw Error(error);
+    if (failure.empty()) return;
+    stream_.dismiss_failure(failure);  // raised here, so not again by synchronize()
+    failure.raise();
   }
 
   std::shared_ptr<Executable> compile(const ir::Graph& graph,
@@ -249,18 +251,21 @@ class CpuBackend final : public Backend {
       static metrics::Timer& time = metrics::timer("ExecuteTime");
       metrics::ScopedTimer timer(time);
       profiler::Scope span("execute", "device");
+      size_t launches_begun = 0;
       try {
         if (injected_failures.load() > 0 && injected_failures.fetch_sub(1) > 0) {
           throw Error("injected kernel failure (testing)");
         }
         for (const BufferPtr& input : args.inputs) {
-          if (input->failed()) throw Error("an input failed: " + input->error());
+          if (input->failed()) input->error().raise("an input failed: ");
         }
-        run_executable(*exe, args, pool_, [this](size_t bytes) { return take_arena(bytes); });
+        run_executable(
+            *exe, args, pool_, [this](size_t bytes) { return take_arena(bytes); }, launches_begun);
       } catch (const std::exception& e) {
-        const std::string message = "step " + std::to_string(args.step) + " failed: " + e.what();
-        for (const BufferPtr& output : args.outputs) output->set_error(message);
-        stream_.record_failure(message);
+        const Failure failure = Failure::of(e, args.step);
+        commit_nothing(*exe, args, launches_begun, failure);
+        if (args.on_failure) args.on_failure();
+        stream_.record_failure(failure);
       }
     });
   }
@@ -273,11 +278,13 @@ class CpuBackend final : public Backend {
 
   void synchronize() override {
     stream_.synchronize();
-    std::string failure = stream_.take_failure();
-    if (!failure.empty()) throw Error("wait_device_ops: " + failure);
+    const Failure failure = stream_.take_failure();
+    if (!failure.empty()) failure.raise("wait_device_ops: ");
   }
 
-  void report_failure(const std::string& message) override { stream_.record_failure(message); }
+  Failure take_failure() override { return stream_.take_failure(); }
+
+  void report_failure(const Failure& failure) override { stream_.record_failure(failure); }
 
   int64_t memory_capacity() const override {
     const auto limit = static_cast<int64_t>(runtime::config().device_memory_limit.load());
@@ -297,6 +304,26 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // A failed step's outputs: those whose tensors had a value before the step get it back (a
+  // donated buffer still holds it while its writer has not begun: the plan donates only to
+  // launches after every launch that can fail; another buffer gets a copy), and the others
+  // fail with the step's error.
+  static void commit_nothing(const CpuExecutable& exe, const ExecutionArgs& args,
+                             size_t launches_begun, const Failure& failure) {
+    for (size_t o = 0; o < args.outputs.size(); ++o) {
+      const BufferPtr& output = args.outputs[o];
+      const BufferPtr& before = o < args.rollback.size() ? args.rollback[o] : nullptr;
+      if (before && !before->failed()) {
+        if (before != output) {
+          copy_bytes(output->data(), before->data(), std::min(output->bytes(), before->bytes()));
+          continue;
+        }
+        if (launches_begun <= exe.output_launch[o]) continue;
+      }
+      output->set_error(failure);
+    }
+  }
+
   static size_t round_up(size_t bytes) {
     return std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   }

@@ -556,6 +556,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
   exe->temp_offset = plan.temp_offset;
   exe->temporary_bytes = static_cast<int64_t>(plan.arena_bytes);
   exe->donation_candidates = plan.donation_candidates;
+  exe->output_launch = plan.output_launch;
 
   std::vector<const compiler::KernelProgram*> programs;
   for (const compiler::PlannedLaunch& planned : plan.launches) {
@@ -794,6 +795,8 @@ const char* launch_kind(const Launch& launch) {
         return "index_select";
       case ir::OpKind::IndexAdd:
         return "index_add";
+      case ir::OpKind::CheckIndex:
+        return "check_index";
       case ir::OpKind::AllReduce:
       case ir::OpKind::AllGather:
       case ir::OpKind::ReduceScatter:
@@ -810,7 +813,7 @@ const char* launch_kind(const Launch& launch) {
 }  // namespace
 
 void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadPool& pool,
-                    const std::function<BufferPtr(size_t)>& take_arena) {
+                    const std::function<BufferPtr(size_t)>& take_arena, size_t& launches_begun) {
   static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
   std::vector<void*> slots(exe.num_inputs + exe.num_outputs + exe.temp_offset.size());
   for (int i = 0; i < exe.num_inputs; ++i) slots[i] = args.inputs[i]->data();
@@ -826,6 +829,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
   std::vector<double> partials;
   for (size_t l = 0; l < exe.launches.size(); ++l) {
     const Launch& launch = exe.launches[l];
+    launches_begun = l + 1;
     // Spans by kind (the timeline's answer to "GEMMs or the rest?"); free while not profiling.
     const profiler::Scope span(launch_kind(launch), "launch", launch.description);
     if (launch.opaque) {
@@ -833,6 +837,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
       continue;
     }
     if (launch.row_group > 1) {
+      launches_begun = l + launch.row_group;
       run_row_group(exe, l, args, slots, pool);
       l += launch.row_group - 1;
       continue;

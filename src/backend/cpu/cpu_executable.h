@@ -85,13 +85,17 @@ class CpuExecutable final : public Executable {
   // Executable::temporary_bytes.
   std::vector<size_t> temp_offset;
   std::vector<Launch> launches;
+  // Per output: the launch that writes it (a failed step knows which donated buffers still
+  // hold their pre-step values).
+  std::vector<uint32_t> output_launch;
 };
 
 std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
                                                 const CompileOptions& options);
 
 // Runs every launch in order on the pool, the temporaries in an arena from `take_arena`.
+// `launches_begun` counts the launches started, so that a failure knows what was written.
 void run_executable(const CpuExecutable& executable, const ExecutionArgs& args, ThreadPool& pool,
-                    const std::function<BufferPtr(size_t)>& take_arena);
+                    const std::function<BufferPtr(size_t)>& take_arena, size_t& launches_begun);
 
 }  // namespace lt::backend::cpu

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -96,9 +97,10 @@ class ContiguousOperand {
 };
 
 // The ids of an index op (a 1-D integer operand), checked against the indexed dim's size
-// before anything is written.
+// before anything is written; `ignore` (cross_entropy's ignore_index) passes too.
 std::vector<int64_t> read_ids(const StridedOperand& ids, const std::vector<void*>& slots,
-                              const char* op, int dim, int64_t size) {
+                              const char* op, int dim, int64_t size,
+                              std::optional<int64_t> ignore = std::nullopt) {
   const int64_t count = ids.shape.numel();
   std::vector<int64_t> out(count);
   const char* base = element_address(ids, slots);
@@ -113,9 +115,17 @@ std::vector<int64_t> read_ids(const StridedOperand& ids, const std::vector<void*
       std::memcpy(&narrow, at, 4);
       id = narrow;
     }
-    if (id < 0 || id >= size) {
-      throw Error(std::string(op) + ": index " + std::to_string(id) + " is out of range for dim " +
-                  std::to_string(dim) + " of size " + std::to_string(size));
+    if ((id < 0 || id >= size) && id != ignore) {
+      if (ignore) {
+        throw IndexError(std::string(op) + ": target " + std::to_string(id) + " at position " +
+                         std::to_string(j) + " is out of range for " + std::to_string(size) +
+                         " classes (valid: 0 to " + std::to_string(size - 1) +
+                         ", or the ignore_index " + std::to_string(*ignore) + ")");
+      }
+      throw IndexError(std::string(op) + ": index " + std::to_string(id) + " at position " +
+                       std::to_string(j) + " is out of range for dim " + std::to_string(dim) +
+                       " of size " + std::to_string(size) + " (valid: 0 to " +
+                       std::to_string(size - 1) + ")");
     }
     out[j] = id;
   }
@@ -285,6 +295,20 @@ void index_add_rows(const IndexGeometry& g, const std::vector<int64_t>& ids, con
   }
 }
 
+// cross_entropy's targets, checked and copied (kernels compare them with class positions).
+void run_check_index(const OpaqueOp& op, const std::vector<void*>& slots) {
+  const std::vector<int64_t> ids =
+      read_ids(op.operands[0], slots, "cross_entropy", 0, op.attrs[0], op.attrs[1]);
+  void* out = slots[op.output_slot];
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (op.output_dtype == DType::i64) {
+      static_cast<int64_t*>(out)[j] = ids[j];
+    } else {
+      static_cast<int32_t*>(out)[j] = static_cast<int32_t>(ids[j]);
+    }
+  }
+}
+
 void run_index_add(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
   const IndexGeometry g = geometry(op.output_shape, static_cast<int>(op.attrs[0]));
   const std::vector<int64_t> ids = read_ids(op.operands[1], slots, "index_add", g.dim, g.rows);
@@ -359,6 +383,8 @@ void run_opaque_op(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPo
       return run_index_add(op, slots, pool);
     case ir::OpKind::Cat:
       return run_cat(op, slots);
+    case ir::OpKind::CheckIndex:
+      return run_check_index(op, slots);
     case ir::OpKind::AllReduce:
     case ir::OpKind::AllGather:
     case ir::OpKind::ReduceScatter:

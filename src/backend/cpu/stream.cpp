@@ -37,16 +37,21 @@ void Stream::synchronize() {
   space_cv_.wait(lock, [&] { return completed_ >= target; });
 }
 
-void Stream::record_failure(const std::string& message) {
+void Stream::record_failure(const Failure& failure) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (failure_.empty()) failure_ = message;
+  if (failure_.empty()) failure_ = failure;
 }
 
-std::string Stream::take_failure() {
+Failure Stream::take_failure() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string failure;
-  failure.swap(failure_);
+  Failure failure;
+  std::swap(failure, failure_);
   return failure;
+}
+
+void Stream::dismiss_failure(const Failure& failure) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.empty() && failure_.step <= failure.step) failure_ = Failure();
 }
 
 void Stream::loop() {

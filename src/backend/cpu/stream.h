@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include "backend/failure.h"
+
 namespace lt::backend::cpu {
 
 // One in-order queue of device work served by a worker thread. The host enqueues and goes
@@ -19,9 +21,12 @@ class Stream {
   void enqueue(std::function<void()> task);
   // Waits until every task enqueued so far has run.
   void synchronize();
-  // A task reports a failure here; synchronize's caller can take the first one.
-  void record_failure(const std::string& message);
-  std::string take_failure();
+  // A task reports a failure here; synchronize's caller can take the first one. When the host
+  // raises a failure (reading a value of a failed step), those of that step and earlier ones
+  // are dismissed: the user has heard that the run hit a failed step, once.
+  void record_failure(const Failure& failure);
+  Failure take_failure();
+  void dismiss_failure(const Failure& failure);
 
  private:
   void loop();
@@ -33,7 +38,7 @@ class Stream {
   std::deque<std::function<void()>> queue_;
   uint64_t enqueued_ = 0, completed_ = 0;
   bool stop_ = false;
-  std::string failure_;
+  Failure failure_;
   std::thread worker_;
 };
 
