@@ -7,7 +7,8 @@ DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlo
   libopenmpi-dev openmpi-bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps models python-env build python-install run test test-sanitize fuzz bench peers format clean
+.PHONY: deps models python-env build python-install run test test-parts test-cpp test-python \
+  test-install test-sanitize test-asan test-tsan soak fuzz bench peers format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -57,27 +58,54 @@ run: build models
 	./$(BUILD)/lazytensor train --model mini --init minilm --steps 60 --batch 8 --seq 128 \
 	    --lr 5e-4 --warmup 6 --eval-every 10 --json out/train-mini.json
 
-test: build models
-	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PY) -m pytest -q tests/python
-	$(MAKE) python-install
+# The whole suite, in parts run in this order (CI times each: .ci/run): the release build's C++
+# tests, the Python tests against the build tree, `pip install .` as users run it, then the
+# suite under AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer.
+TEST_PARTS := test-cpp test-python test-install test-asan test-tsan
+test: $(TEST_PARTS)
+test-parts:
+	@echo deps models build $(TEST_PARTS)
 
-# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
-# Without MPI: Open MPI's own threads and allocations are not instrumented, and the sanitizers
-# report them (the distributed tests run in the release build).
-test-sanitize: deps models
-	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=address,undefined \
-	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF -DLAZYTENSOR_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+test-cpp: build models
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+test-python: build models
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PY) -m pytest -q tests/python
+
+# `pip install .` with pip's default build isolation (its own scikit-build-core, nanobind and
+# NumPy from PyPI), into a fresh virtual environment, then an import from outside the checkout.
+INSTALL_ENV := .venv-install
+test-install: deps
+	rm -rf $(INSTALL_ENV) && python3 -m venv $(INSTALL_ENV)
+	$(INSTALL_ENV)/bin/pip install -q .
+	cd /tmp && $(CURDIR)/$(INSTALL_ENV)/bin/python -c \
+	  'import lazytensor as lt; print("lazytensor", lt.__file__, (lt.ones(2) * 2).tolist())'
+
+# The suite under the sanitizers, without MPI: Open MPI's own threads and allocations are not
+# instrumented, and the sanitizers report them (the distributed tests run in the release
+# build). The soak runs 2,000 steps there (`make soak` runs it long).
+SANITIZER_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_BUILD_BENCHMARKS=OFF \
+  -DLAZYTENSOR_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+test-sanitize: test-asan test-tsan
+test-asan: deps models
+	cmake -S . -B build/asan -DLAZYTENSOR_SANITIZE=address,undefined $(SANITIZER_CMAKE)
 	cmake --build build/asan -j$(JOBS)
 	LT_SOAK_STEPS=2000 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir build/asan --output-on-failure -j$(JOBS)
-	cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_SANITIZE=thread \
-	  -DLAZYTENSOR_BUILD_BENCHMARKS=OFF -DLAZYTENSOR_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+test-tsan: deps models
+	cmake -S . -B build/tsan -DLAZYTENSOR_SANITIZE=thread $(SANITIZER_CMAKE)
 	cmake --build build/tsan -j$(JOBS)
 	# The GEMM libraries (oneDNN's OpenMP team, OpenBLAS's threads) are not instrumented: TSan
 	# cannot see their internal synchronization, so they run on the calling thread here.
 	LT_SOAK_STEPS=2000 TSAN_OPTIONS=halt_on_error=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 	  ctest --test-dir build/tsan --output-on-failure -j$(JOBS)
+
+# Long runs that CI leaves out: the soak for SOAK_STEPS steps (memory must stay flat), then
+# the differential fuzz test with fresh seeds for FUZZ_SECONDS.
+SOAK_STEPS ?= 100000
+soak: build
+	LT_SOAK_STEPS=$(SOAK_STEPS) ctest --test-dir $(BUILD) --output-on-failure -R SoakKeepsMemoryFlat
+	$(MAKE) fuzz
 
 # The differential fuzz test for as long as asked: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 300

@@ -107,6 +107,24 @@ TEST_F(GraphExecutorTest, TheSecondStepsRecompileSaysWhatChangedInWords) {
                             "the first difference"});
 }
 
+// Under LT_DEBUG a front end's location provider is asked once per op, and a recompile names
+// where the op that differs was traced.
+TEST_F(GraphExecutorTest, ARecompileNamesWhereTheOpThatDiffersWasTraced) {
+  lt::set_debug(true);
+  std::string here = "first.cpp:1";
+  lt::set_trace_location_provider([&here] { return here; });
+  Tensor a = lt::ones({4}).mul(2.0);
+  lt::mark_step();
+  here = "second.cpp:2";
+  Tensor b = lt::ones({5}).mul(2.0);
+  testing::internal::CaptureStderr();
+  lt::mark_step();
+  testing::internal::GetCapturedStderr();
+  lt::set_trace_location_provider(nullptr);
+  lt::set_debug(false);
+  lt_test::expect_mentions(lt::last_recompile_reason(), {"shape", "(traced at second.cpp:2)"});
+}
+
 // The default policy passes scalars as kernel arguments: no upload, no recompile (README.md,
 // "Scalar policies").
 TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {

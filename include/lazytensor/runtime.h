@@ -35,6 +35,10 @@ void on_step_failure(std::function<void()> undo);
 // "python" when it is imported. lt::Error for other names.
 void set_front_end(const std::string& language);
 std::string front_end();
+// Where in the user's code an op is being traced ("train.py:42"), asked once per op while
+// LT_DEBUG is on: a recompile's reason then names the line that made the op where the graphs
+// differ. The Python package gives the innermost frame outside the package; none by default.
+void set_trace_location_provider(std::function<std::string()> provider);
 
 // A marker in the device stream, like a CUDA event: it completes when all work launched
 // before it has finished, and remembers when that was.

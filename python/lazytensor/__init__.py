@@ -5,6 +5,7 @@ it once (cached by its structure) and runs it asynchronously while Python traces
 Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them.
 """
 import os as _os
+import sys as _sys
 
 # oneDNN's OpenMP threads spin after each product by default, and OpenBLAS's thread server
 # (f64 products, and bf16 ones where oneDNN has no bf16 kernel) for about 0.1 s, taking the cores
@@ -73,6 +74,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     set_debug,
     set_device_memory_limit,
     set_front_end,
+    set_trace_location_provider,
     set_generator_state,
     set_graph_warn_nodes,
     set_kernel_cache_bytes,
@@ -500,6 +502,20 @@ for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "r
     globals()[_name] = _method_as_function(_name)
 
 from . import nn, optim  # noqa: E402  (they use the names above)
+
+_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+
+
+def _traced_at():
+    """The innermost frame outside this package: where the user's code called the op (asked
+    per op only while LT_DEBUG is on, for recompile reasons)."""
+    frame = _sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+
+
+set_trace_location_provider(_traced_at)
 
 # `from lazytensor import *` must not shadow Python's builtins (bool, int, float, sum, abs, ...).
 __all__ = [name for name in dir()

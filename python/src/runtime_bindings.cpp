@@ -24,6 +24,27 @@ void bind_runtime(nb::module_& m) {
         "The language of hints in errors and warnings: \"python\" (set on import) or \"c++\"");
   m.def("front_end", &lt::front_end);
   m.def(
+      "set_trace_location_provider",
+      [](nb::callable provider) {
+        std::shared_ptr<nb::callable> held(new nb::callable(std::move(provider)),
+                                           [](nb::callable* callable) {
+                                             nb::gil_scoped_acquire gil;
+                                             delete callable;
+                                           });
+        lt::set_trace_location_provider([held]() -> std::string {
+          nb::gil_scoped_acquire gil;
+          try {
+            return nb::cast<std::string>((*held)());
+          } catch (nb::python_error& e) {
+            e.discard_as_unraisable("lazytensor.set_trace_location_provider");
+            return {};
+          }
+        });
+      },
+      "provider"_a,
+      "A callable giving where an op is being traced (\"train.py:42\"), asked per op under "
+      "LT_DEBUG; the package sets one");
+  m.def(
       "on_step_failure",
       [](nb::callable undo) {
         // Held by the engine, which may let go of it or call it on a thread without the GIL.

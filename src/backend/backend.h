@@ -73,9 +73,9 @@ class Backend {
   virtual DeviceEvent record_event() = 0;
   // Waits for all queued work; throws the first failure since the last call.
   virtual void synchronize() = 0;
-  // The first failure of the work done so far that no call has raised yet (empty if none),
-  // without waiting; it is not raised again.
-  virtual Failure take_failure() = 0;
+  // The first failure that no call has raised yet, if its step is before `step` (empty if
+  // none), without waiting; it is not raised again.
+  virtual Failure take_failure_before(int64_t step) = 0;
 
   // Records a failure for the next synchronize(), as if a queued task had failed.
   virtual void report_failure(const Failure& failure) = 0;

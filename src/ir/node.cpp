@@ -36,11 +36,9 @@ thread_local uint64_t t_next_serial = 0, t_serial_end = 0;
 constexpr uint64_t kSerialBlock = 4096;
 
 uint64_t next_serial() {
-  if (t_next_serial == t_serial_end) {
-    t_next_serial = g_next_serial_block.fetch_add(1, std::memory_order_relaxed) * kSerialBlock;
-    t_serial_end = t_next_serial + kSerialBlock;
-  }
-  return t_next_serial++;
+  const uint64_t serial = upcoming_serial();
+  ++t_next_serial;
+  return serial;
 }
 
 }  // namespace
@@ -121,6 +119,14 @@ NodePtr make_scalar_node(OpKind op, DType dtype, double value) {
 NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, bool keepdim,
                        const Shape& shape) {
   return make_node(op, operand->dtype, shape, {operand}, {reduce_mask, keepdim ? 1 : 0});
+}
+
+uint64_t upcoming_serial() {
+  if (t_next_serial == t_serial_end) {
+    t_next_serial = g_next_serial_block.fetch_add(1, std::memory_order_relaxed) * kSerialBlock;
+    t_serial_end = t_next_serial + kSerialBlock;
+  }
+  return t_next_serial;
 }
 
 int64_t live_nodes() {

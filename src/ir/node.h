@@ -74,4 +74,7 @@ NodePtr make_reduction(OpKind op, const NodePtr& operand, uint32_t reduce_mask, 
 // changes, within 64 a thread for other threads'.
 int64_t live_nodes();
 
+// The serial the next node made on this thread gets (tracing notes where its ops begin).
+uint64_t upcoming_serial();
+
 }  // namespace lt::ir

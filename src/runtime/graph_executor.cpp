@@ -20,6 +20,7 @@
 #include "runtime/device_data.h"
 #include "runtime/graph_signature.h"
 #include "runtime/step_journal.h"
+#include "runtime/trace_locations.h"
 #include "runtime/trace_lock.h"
 #include "trace/autocast.h"
 
@@ -121,6 +122,18 @@ std::vector<DeviceGraph> collect_device_graphs(
   return out;
 }
 
+// The difference from the nearest cached graph, and where the op that differs was traced when
+// that is known (LT_DEBUG with a front end's location provider).
+std::string describe_with_location(const DeviceGraph& g, const GraphSignature& near) {
+  size_t node = 0;
+  std::string text = describe_difference(g.signature, near, &node);
+  if (node < g.graph.nodes.size()) {
+    const std::string where = trace_location_of(g.graph.nodes[node]->serial);
+    if (!where.empty()) text += " (traced at " + where + ")";
+  }
+  return text;
+}
+
 // Finds the graph's executable in the compile cache or compiles it. Rebinds nothing, so a
 // compile that throws leaves every tensor of the cut pending.
 void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
@@ -146,7 +159,7 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
     const GraphSignature* near = st.cache.nearest(g.signature);
     st.last_recompile_reason = "compile #" + std::to_string(st.compiles + 1) + " at step " +
                                std::to_string(st.steps + 1) + ": " +
-                               (near ? describe_difference(g.signature, *near)
+                               (near ? describe_with_location(g, *near)
                                      : std::string("the compile cache is empty (evicted)"));
     if (config().debug) {
       std::string per_step;
@@ -372,6 +385,7 @@ std::string sync_locked(const std::vector<std::shared_ptr<TensorImpl>>& tensors,
 
 void sync_pending() {
   std::string failure;
+  int64_t step = 0;
   {
     const CutScope cut("mark_step");
     // Parameters updated in this step get their autocast copies here, in the kernels that
@@ -380,16 +394,18 @@ void sync_pending() {
     // Taken under the cut: a tensor another thread makes pending now is in this graph or
     // waits.
     failure = sync_locked(pending_tensors(), /*allow_donation=*/true);
+    std::lock_guard<std::mutex> lock(state().mu);
+    step = state().steps;
   }
   if (!failure.empty()) {
     settle_failed_step();
     throw Error("mark_step: " + failure);
   }
-  // A step that failed on the device and was not raised yet (no value of it was read): raised
-  // here, after this step was launched, so that a loop that never reads hears of it within a
-  // step or two.
+  // An earlier step that failed on the device and was not raised yet (no value of it was
+  // read): raised here, after this step was launched, so that a loop that never reads hears
+  // of it by the next step. This step's own failure is left for its reads (deterministically).
   for (backend::Backend* backend : backend::live_backends()) {
-    const backend::Failure earlier = backend->take_failure();
+    const backend::Failure earlier = backend->take_failure_before(step);
     if (!earlier.empty()) {
       settle_failed_step();
       earlier.raise("mark_step: ");

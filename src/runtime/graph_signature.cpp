@@ -231,7 +231,9 @@ std::string likely_cause(const GraphCounts& now, const GraphCounts& cached) {
 namespace {
 
 std::string first_difference(const GraphSignature& now, const GraphSignature& cached,
-                             const std::vector<Record>& a, const std::vector<Record>& b) {
+                             const std::vector<Record>& a, const std::vector<Record>& b,
+                             size_t& node) {
+  node = std::min(a.size(), b.size()) == 0 ? 0 : std::min(a.size(), b.size()) - 1;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     const Record& x = a[i];
     const Record& y = b[i];
@@ -240,6 +242,7 @@ std::string first_difference(const GraphSignature& now, const GraphSignature& ca
                    cached.words.begin() + y.begin + y.header.length())) {
       continue;
     }
+    node = i;
     const char* op_now = ir::op_info(x.header.op).name;
     const std::string where = "node " + std::to_string(i) + " (" + op_now + ")";
     if (x.header.op != y.header.op) {
@@ -276,13 +279,16 @@ std::string first_difference(const GraphSignature& now, const GraphSignature& ca
 
 }  // namespace
 
-std::string describe_difference(const GraphSignature& now, const GraphSignature& cached) {
+std::string describe_difference(const GraphSignature& now, const GraphSignature& cached,
+                                size_t* node) {
   if (now.words.empty() || cached.words.empty() || now.words[0] != cached.words[0]) {
     return "the graph is for another device or kernel compiler";
   }
   const std::vector<Record> a = decode_records(now), b = decode_records(cached);
-  return likely_cause(count(now, a), count(cached, b)) +
-         "; the first difference: " + first_difference(now, cached, a, b);
+  size_t differing = 0;
+  std::string where = first_difference(now, cached, a, b, differing);
+  if (node) *node = differing;
+  return likely_cause(count(now, a), count(cached, b)) + "; the first difference: " + where;
 }
 
 }  // namespace lt::runtime

@@ -24,8 +24,10 @@ struct GraphSignature {
 void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir::Graph& graph,
                  GraphSignature& signature, std::vector<uint32_t>& root_outputs);
 
-// Where `now` first differs from `cached`, in words a user can act on ("node 12 (Mul): shape
-// changed from [2, 3] to [4, 3]").
-std::string describe_difference(const GraphSignature& now, const GraphSignature& cached);
+// What most likely changed and where `now` first differs from `cached`, in words a user can act
+// on ("node 12 (Mul): shape changed from [2, 3] to [4, 3]"). `node` gets the index of that
+// node in `now` (or of its last node, when one graph extends the other).
+std::string describe_difference(const GraphSignature& now, const GraphSignature& cached,
+                                size_t* node = nullptr);
 
 }  // namespace lt::runtime

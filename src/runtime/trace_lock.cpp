@@ -15,6 +15,7 @@
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_locations.h"
 
 namespace lt::runtime {
 
@@ -124,10 +125,12 @@ TraceScope::TraceScope(const char* op, Purpose purpose) {
   autograd::reset_operand_note();  // the in-place check looks at this op's operands only
   trace_lock().lock_shared();
   ++t_trace_depth;
+  if (purpose == Purpose::trace) begin_traced_op();
 }
 
 TraceScope::~TraceScope() {
   if (--t_trace_depth > 0) return;
+  end_traced_op();
   trace_lock().unlock_shared();
 }
 

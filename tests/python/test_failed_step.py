@@ -123,3 +123,21 @@ def test_a_loop_without_mark_step_is_warned_once_by_its_fourth_step(capfd):
     lt.mark_step()
     assert warned_at is not None and warned_at <= 4, said
     assert "lazytensor.mark_step()" in said and said.count("warning") == 1, said
+
+
+def test_a_recompile_names_the_line_that_traced_the_op_that_differs():
+    import inspect
+    lt.set_debug(True)
+    try:
+        lt.mark_step()
+        x = lt.ones(4)
+        y = x * 2.0  # noqa: F841
+        lt.mark_step()
+        lines = [inspect.currentframe().f_lineno + 1, inspect.currentframe().f_lineno + 2]
+        x = lt.ones(5)
+        y = x * 2.0  # noqa: F841
+        lt.mark_step()
+        reason = lt.last_recompile_reason()
+    finally:
+        lt.set_debug(False)
+    assert any(f"test_failed_step.py:{n})" in reason for n in lines), reason

@@ -49,6 +49,13 @@ Failure Stream::take_failure() {
   return failure;
 }
 
+Failure Stream::take_failure_before(int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Failure failure;
+  if (!failure_.empty() && failure_.step < step) std::swap(failure, failure_);
+  return failure;
+}
+
 void Stream::dismiss_failure(const Failure& failure) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!failure_.empty() && failure_.step <= failure.step) failure_ = Failure();

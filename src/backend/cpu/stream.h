@@ -26,6 +26,7 @@ class Stream {
   // are dismissed: the user has heard that the run hit a failed step, once.
   void record_failure(const Failure& failure);
   Failure take_failure();
+  Failure take_failure_before(int64_t step);
   void dismiss_failure(const Failure& failure);
 
  private:
