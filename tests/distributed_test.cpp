@@ -214,6 +214,15 @@ TEST_F(Distributed, CollectivesThatDifferBetweenRanksAreNamed) {
   // together.
   EXPECT_NO_THROW(lt::wait_device_ops());
   EXPECT_EQ(values(dist::all_reduce(lt::ones({2}))), std::vector<double>(2, dist::world_size()));
+  // A step whose collective fails commits nothing: a parameter updated in place with the
+  // reduced gradient keeps its value on every rank.
+  Tensor param = lt::from_vector(std::vector<float>{1, 2, 3}, {3});
+  lt::mark_step();
+  const Tensor grad = lt::ones({dist::rank() == 0 ? 3 : 4});
+  param.sub_(dist::all_reduce(grad).slice(0, 0, 3), 0.5);
+  lt::mark_step();
+  lt_test::expect_mentions(lt_test::error_message([] { lt::wait_device_ops(); }), {"differ"});
+  EXPECT_EQ(values(param), (std::vector<double>{1, 2, 3}));
 }
 
 // A tiny regression MLP, trained by data parallelism (each rank on its part of every batch,
