@@ -19,14 +19,7 @@ namespace lt {
 
 namespace {
 
-int normalize_dim(const char* op, int dim, int rank) {
-  const int bound = std::max(rank, 1);
-  if (dim < -bound || dim >= bound) {
-    throw Error(std::string(op) + ": dim " + std::to_string(dim) +
-                " is out of range for a tensor of rank " + std::to_string(rank));
-  }
-  return dim < 0 ? dim + bound : dim;
-}
+using trace::normalize_dim;
 
 void check_floating(const char* op, const Tensor& x) {
   trace::value_of(x, op);

@@ -32,14 +32,7 @@ Tensor index_add_zeros(const Tensor& source, int dim, const Tensor& ids, int64_t
 
 namespace {
 
-int normalize_dim(const char* op, int dim, int rank) {
-  const int bound = std::max(rank, 1);
-  if (dim < -bound || dim >= bound) {
-    throw Error(std::string(op) + ": dim " + std::to_string(dim) +
-                " is out of range for a tensor of rank " + std::to_string(rank));
-  }
-  return dim < 0 ? dim + bound : dim;
-}
+using trace::normalize_dim;
 
 void check_index(const char* op, const ir::NodePtr& index) {
   if (index->dtype != DType::i64 && index->dtype != DType::i32) {

@@ -45,6 +45,16 @@ void check_shape(const char* op, const Shape& shape) {
   }
 }
 
+int normalize_dim(const char* op, int dim, int rank) {
+  const int bound = std::max(rank, 1);
+  if (dim < -bound || dim >= bound) {
+    throw Error(std::string(op) + ": dim " + std::to_string(dim) +
+                " is out of range for a tensor of rank " + std::to_string(rank) + " (expected [" +
+                std::to_string(-bound) + ", " + std::to_string(bound - 1) + "])");
+  }
+  return dim < 0 ? dim + bound : dim;
+}
+
 bool check_host_ids(const char* op, const char* what, const ir::NodePtr& ids, int64_t size,
                     std::optional<int64_t> ignore) {
   // Through views that keep every element once (reshape, permute, squeeze): the same values.

@@ -56,6 +56,9 @@ Tensor quantize8(const Tensor& normalized, bool is_unsigned);
 Tensor& overwrite(Tensor& self, const Tensor& value);
 
 void check_shape(const char* op, const Shape& shape);
+// `dim` in [-rank, rank) (a rank-0 tensor takes 0 and -1, as PyTorch's) as a dim in [0, rank);
+// lt::Error naming `op`, the dim and the valid range otherwise.
+int normalize_dim(const char* op, int dim, int rank);
 void check_dtype(const char* op, DType dtype);
 // Throws unless ops that compute (not only move or convert values) exist for `dtype`.
 void check_arithmetic(const char* op, DType dtype);

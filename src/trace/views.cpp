@@ -65,15 +65,7 @@ Tensor view_tensor(const ir::NodePtr& node) {
   return t;
 }
 
-int normalize_dim(const char* op, int dim, int rank) {
-  const int bound = std::max(rank, 1);
-  if (dim < -bound || dim >= bound) {
-    throw Error(std::string(op) + ": dim " + std::to_string(dim) +
-                " is out of range for a tensor of rank " + std::to_string(rank) + " (expected [" +
-                std::to_string(-bound) + ", " + std::to_string(bound - 1) + "])");
-  }
-  return dim < 0 ? dim + bound : dim;
-}
+using trace::normalize_dim;
 
 // The sizes `requested` (one of them may be -1) for `numel` elements, as torch.reshape reads
 // them.
