@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lazytensor/optim.h"
+#include "lazytensor/reduce_op.h"
 #include "lazytensor/tensor.h"
 
 // Data parallelism over MPI (Open MPI, as MLX's distributed module and Horovod run on CPUs).
@@ -20,8 +21,6 @@
 // job after LT_DISTRIBUTED_TIMEOUT seconds (default 300) with a message naming it, instead of
 // hanging. Collectives do not record gradients (as torch.distributed's do not).
 namespace lt::distributed {
-
-enum class ReduceOp { sum, mean, max };
 
 // Joins the world mpirun started (MPI_Init_thread, MPI_THREAD_MULTIPLE), once; later calls do
 // nothing. Without mpirun's environment, or in a build without MPI, the world is this process

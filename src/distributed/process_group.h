@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "ir/ops.h"
-#include "lazytensor/distributed.h"
 #include "lazytensor/dtype.h"
+#include "lazytensor/reduce_op.h"
 #include "lazytensor/shape.h"
 
 namespace lt::distributed::detail {
