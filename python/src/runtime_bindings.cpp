@@ -15,6 +15,20 @@ using namespace nb::literals;
 
 namespace lt_python {
 
+namespace {
+
+// A Python callable kept by the engine, which may let go of it, or call it, on a thread that
+// does not hold the GIL.
+std::shared_ptr<nb::callable> held_by_engine(nb::callable callable) {
+  return std::shared_ptr<nb::callable>(new nb::callable(std::move(callable)),
+                                       [](nb::callable* held) {
+                                         nb::gil_scoped_acquire gil;
+                                         delete held;
+                                       });
+}
+
+}  // namespace
+
 void bind_runtime(nb::module_& m) {
   m.def("mark_step", &lt::mark_step, nb::call_guard<nb::gil_scoped_release>(),
         "Cuts the traced graph and launches it (compiling it the first time it is seen)");
@@ -26,18 +40,13 @@ void bind_runtime(nb::module_& m) {
   m.def(
       "set_trace_location_provider",
       [](nb::callable provider) {
-        std::shared_ptr<nb::callable> held(new nb::callable(std::move(provider)),
-                                           [](nb::callable* callable) {
-                                             nb::gil_scoped_acquire gil;
-                                             delete callable;
-                                           });
-        lt::set_trace_location_provider([held]() -> std::string {
+        lt::set_trace_location_provider([held = held_by_engine(std::move(provider))]() {
           nb::gil_scoped_acquire gil;
           try {
             return nb::cast<std::string>((*held)());
           } catch (nb::python_error& e) {
             e.discard_as_unraisable("lazytensor.set_trace_location_provider");
-            return {};
+            return std::string();
           }
         });
       },
@@ -47,13 +56,7 @@ void bind_runtime(nb::module_& m) {
   m.def(
       "on_step_failure",
       [](nb::callable undo) {
-        // Held by the engine, which may let go of it or call it on a thread without the GIL.
-        std::shared_ptr<nb::callable> held(new nb::callable(std::move(undo)),
-                                           [](nb::callable* callable) {
-                                             nb::gil_scoped_acquire gil;
-                                             delete callable;
-                                           });
-        lt::on_step_failure([held] {
+        lt::on_step_failure([held = held_by_engine(std::move(undo))] {
           nb::gil_scoped_acquire gil;
           try {
             (*held)();
