@@ -1,6 +1,6 @@
-// The README's BERT loop, whole: all-MiniLM-L6-v2 (or a tiny random BERT) trained as a masked
-// language model on the fortunes corpus. Usage: train_bert [tiny|mini] [steps] [lr]. Each step
-// is one graph, compiled once; the loss of every tenth step is read (which waits for it).
+// The BERT loop of docs/training.md, whole: all-MiniLM-L6-v2 (or a tiny random BERT) trained as
+// a masked language model on the fortunes corpus. Usage: train_bert [tiny|mini] [steps] [lr].
+// Each step is one graph, compiled once; the loss of every tenth step is read, which waits.
 #include <lazytensor/lazytensor.h>
 
 #include <cstdio>

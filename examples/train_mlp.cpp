@@ -1,6 +1,6 @@
-// The README's training loop, whole: a two-layer MLP learns two Gaussian blobs with dropout,
-// a linear warm-up schedule and AdamW. Each step's forward pass, backward pass and update are
-// one graph, compiled once; the loss is read every 20 steps.
+// The training loop of docs/autograd.md, whole: a two-layer MLP learns two Gaussian blobs with
+// dropout, a linear warm-up schedule and AdamW. Each step's forward pass, backward pass and
+// update are one graph, compiled once; the loss is read every 20 steps.
 #include <lazytensor/lazytensor.h>
 
 #include <cstdio>

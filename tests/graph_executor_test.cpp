@@ -125,7 +125,7 @@ TEST_F(GraphExecutorTest, ARecompileNamesWhereTheOpThatDiffersWasTraced) {
   lt_test::expect_mentions(lt::last_recompile_reason(), {"shape", "(traced at second.cpp:2)"});
 }
 
-// The default policy passes scalars as kernel arguments: no upload, no recompile (README.md,
+// The default policy passes scalars as kernel arguments: no upload, no recompile (docs/runtime.md,
 // "Scalar policies").
 TEST_F(GraphExecutorTest, NewScalarValuesHitTheCache) {
   const lt_test::PolicyScope policy(lt::ScalarPolicy::argument);

@@ -1,6 +1,6 @@
-// The four scalar policies (README.md, "Scalar policies") observed through the metrics counters:
-// what a plain number passed to an op costs in transfers and compiles under each, and that each
-// gives the right numbers.
+// The four scalar policies (docs/runtime.md, "Scalar policies") observed through the metrics
+// counters: what a plain number passed to an op costs in transfers and compiles under each, and
+// that each gives the right numbers.
 #include <gtest/gtest.h>
 #include <lazytensor/lazytensor.h>
 

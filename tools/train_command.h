@@ -30,8 +30,8 @@ struct TrainCommandOptions {
   bool quiet = false;
 };
 
-// `lazytensor train`: BERT masked-language-model training on real text (README.md, "Training
-// BERT").
+// `lazytensor train`: BERT masked-language-model training on real text (docs/training.md,
+// "Training BERT").
 int run_train_command(const TrainCommandOptions& options);
 
 }  // namespace lt::tools

@@ -9,8 +9,9 @@
 
 namespace lt {
 
-// Matrix products through the GEMM library (README: which one, and why). matmul broadcasts
-// batch dims and takes 1-D operands as torch.matmul does; bmm takes [B, M, K] x [B, K, N].
+// Matrix products through the GEMM library (docs/autograd.md, "Matmul through a GEMM library":
+// which one, and why). matmul broadcasts batch dims and takes 1-D operands as torch.matmul does;
+// bmm takes [B, M, K] x [B, K, N].
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 // x [..., in] times weight [out, in] transposed, plus bias [out] when defined.

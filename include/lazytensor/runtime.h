@@ -59,7 +59,7 @@ class DeviceEvent {
 // An event on the default device's stream.
 DeviceEvent record_event();
 
-// How a plain number passed to an op reaches the device (README.md, "Scalar policies").
+// How a plain number passed to an op reaches the device (docs/runtime.md, "Scalar policies").
 enum class ScalarPolicy {
   argument,  // a kernel argument: no upload, no recompile, whatever the value (default)
   cached,    // device data from an LRU cache keyed by value: one synchronous upload per new value
