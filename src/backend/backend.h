@@ -77,9 +77,6 @@ class Backend {
   // none), without waiting; it is not raised again.
   virtual Failure take_failure_before(int64_t step) = 0;
 
-  // Records a failure for the next synchronize(), as if a queued task had failed.
-  virtual void report_failure(const Failure& failure) = 0;
-
   virtual DeviceMemoryStats memory_stats() const = 0;
   // Total device memory, and what can still be allocated, in bytes.
   virtual int64_t memory_capacity() const = 0;

@@ -282,9 +282,7 @@ class CpuBackend final : public Backend {
     if (!failure.empty()) failure.raise("wait_device_ops: ");
   }
 
-  Failure take_failure_before(int64_t step) override { return stream_.take_failure_before(step); }
-
-  void report_failure(const Failure& failure) override { stream_.record_failure(failure); }
+  Failure take_failure_before(int64_t step) override { return stream_.take_failure(step); }
 
   int64_t memory_capacity() const override {
     const auto limit = static_cast<int64_t>(runtime::config().device_memory_limit.load());

@@ -42,17 +42,10 @@ void Stream::record_failure(const Failure& failure) {
   if (failure_.empty()) failure_ = failure;
 }
 
-Failure Stream::take_failure() {
+Failure Stream::take_failure(int64_t before_step) {
   std::lock_guard<std::mutex> lock(mu_);
   Failure failure;
-  std::swap(failure, failure_);
-  return failure;
-}
-
-Failure Stream::take_failure_before(int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Failure failure;
-  if (!failure_.empty() && failure_.step < step) std::swap(failure, failure_);
+  if (!failure_.empty() && failure_.step < before_step) std::swap(failure, failure_);
   return failure;
 }
 

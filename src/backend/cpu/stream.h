@@ -1,5 +1,6 @@
 #pragma once
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -25,8 +26,8 @@ class Stream {
   // raises a failure (reading a value of a failed step), those of that step and earlier ones
   // are dismissed: the user has heard that the run hit a failed step, once.
   void record_failure(const Failure& failure);
-  Failure take_failure();
-  Failure take_failure_before(int64_t step);
+  // The recorded failure if its step is before `before_step` (any step by default).
+  Failure take_failure(int64_t before_step = INT64_MAX);
   void dismiss_failure(const Failure& failure);
 
  private:
