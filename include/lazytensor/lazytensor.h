@@ -5,6 +5,7 @@
 #include "lazytensor/bert.h"
 #include "lazytensor/device.h"
 #include "lazytensor/distributed.h"
+#include "lazytensor/distributed_optim.h"
 #include "lazytensor/dtype.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"

@@ -1,9 +1,10 @@
-// ZeRO stage 1 (lazytensor/distributed.h): AdamW over this rank's shard of each group's
+// ZeRO stage 1 (lazytensor/distributed_optim.h): AdamW over this rank's shard of each group's
 // flattened parameters, with reduce-scatter before and all-gather after.
 #include <string>
 
 #include "lazytensor/autograd.h"
 #include "lazytensor/distributed.h"
+#include "lazytensor/distributed_optim.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
 #include "lazytensor/runtime.h"
