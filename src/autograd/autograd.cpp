@@ -7,6 +7,7 @@
 #include "ir/inline_vector.h"
 #include "lazytensor/error.h"
 #include "runtime/config.h"
+#include "runtime/front_end_hooks.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/trace.h"
@@ -261,6 +262,11 @@ void note_operand(const Tensor& t) {
 void reset_operand_note() {
   t_operand_requires_grad = false;
 }
+
+namespace {
+// The in-place check looks at the current op's operands only.
+const bool g_registered = (runtime::add_outermost_op_hook(reset_operand_note), true);
+}  // namespace
 
 void check_in_place(const Tensor& self, const char* op) {
   if (self.impl()->is_view) {

@@ -49,6 +49,13 @@ struct ExecutionArgs {
   std::function<void()> on_failure;
 };
 
+// What a backend is handed when it is built: the runtime fills it from its settings, and a
+// backend reads no settings of its own.
+struct BackendSettings {
+  int threads = 0;           // kernel threads; 0: one per core
+  int64_t memory_limit = 0;  // bytes a device may allocate; 0: all it has
+};
+
 // What the graph executor needs from a device, after LTC's BackendImplInterface. All device
 // work runs in order on one stream; calls return once the work is queued unless they say
 // they wait.
@@ -59,6 +66,11 @@ class Backend {
 
   // Throws lt::Error naming the request and the free memory when it cannot be satisfied.
   virtual BufferPtr allocate(size_t bytes) = 0;
+  // Whether the host reads and writes this device's memory in place (a CPU's does).
+  virtual bool host_addressable() const = 0;
+  // A buffer over host memory its owner keeps, for a host-addressable device; `release` runs
+  // when the buffer dies.
+  virtual BufferPtr wrap_host_memory(void* data, size_t bytes, std::function<void()> release) = 0;
   // Copies host bytes to dst. Asynchronous: the bytes are staged now and copied in stream
   // order. Synchronous: also waits until the copy is done (and so for all work before it).
   virtual void transfer_to_device(const BufferPtr& dst, const void* src, size_t bytes,
@@ -82,6 +94,12 @@ class Backend {
   virtual int64_t memory_capacity() const = 0;
   virtual int64_t memory_available() const = 0;
   virtual void reset_peak_memory() = 0;
+  // A new limit on the memory this device allocates (BackendSettings::memory_limit).
+  virtual void set_memory_limit(int64_t bytes) = 0;
+
+  // The library that computes this device's matrix products for `dtype`, as
+  // lt::matmul_library reports it.
+  virtual std::string matmul_library(DType dtype) const = 0;
 };
 
 }  // namespace lt::backend

@@ -5,8 +5,15 @@
 #include <mutex>
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
 #include "lazytensor/error.h"
+
+// Each built-in backend's registration function, from the list CMake generated.
+#define LT_BACKEND(name)        \
+  namespace lt::backend::name { \
+  void register_backend();      \
+  }
+#include "registered_backends.inc"
+#undef LT_BACKEND
 
 namespace lt::backend {
 
@@ -18,21 +25,33 @@ constexpr size_t kDeviceTypes = static_cast<size_t>(DeviceType::cuda) + 1;
 
 struct Registry {
   std::mutex mu;
-  std::map<DeviceType, BackendFactory> factories{{DeviceType::cpu, cpu::make_backend}};
+  std::map<DeviceType, BackendFactory> factories;
   // Lock-free lookups after creation: the hot paths (every upload, read and cut) ask.
   std::atomic<Backend*> backends[kDeviceTypes][kMaxDevices] = {};
   std::vector<Backend*> created;
 };
 
-Registry& registry() {
+Registry& registry_without_built_ins() {
   static Registry* r = new Registry();  // never destroyed, nor are its backends
   return *r;
+}
+
+// The registry, once every built-in backend has registered (they call register_backend,
+// which takes the registry's lock: so outside it).
+Registry& registry() {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+#define LT_BACKEND(name) name::register_backend();
+#include "registered_backends.inc"
+#undef LT_BACKEND
+  });
+  return registry_without_built_ins();
 }
 
 }  // namespace
 
 void register_backend(DeviceType type, BackendFactory factory) {
-  Registry& r = registry();
+  Registry& r = registry_without_built_ins();
   std::lock_guard<std::mutex> lock(r.mu);
   r.factories[type] = std::move(factory);
 }
@@ -44,7 +63,7 @@ void unregister_backend(DeviceType type) {
   for (auto& backend : r.backends[static_cast<size_t>(type)]) backend.store(nullptr);
 }
 
-Backend& backend_for(const Device& device) {
+Backend& backend_for(const Device& device, const BackendSettings& settings) {
   Registry& r = registry();
   const auto type = static_cast<size_t>(device.type);
   if (type >= kDeviceTypes || device.index < 0 || device.index >= kMaxDevices) {
@@ -60,7 +79,7 @@ Backend& backend_for(const Device& device) {
     throw Error("device " + device.str() + ": no backend for " + device_type_name(device.type) +
                 " devices is registered in this build");
   }
-  Backend* backend = factory->second(device.index).release();
+  Backend* backend = factory->second(device.index, settings).release();
   r.created.push_back(backend);
   r.backends[type][device.index].store(backend, std::memory_order_release);
   return *backend;

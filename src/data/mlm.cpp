@@ -8,7 +8,7 @@
 
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
-#include "trace/counter_uniform.h"
+#include "util/counter_uniform.h"
 
 namespace lt::data {
 namespace {

@@ -8,7 +8,6 @@
 
 #include "distributed/transport.h"
 #include "lazytensor/error.h"
-#include "lazytensor/runtime.h"
 #include "metrics/metrics_registry.h"
 
 namespace lt::distributed {
@@ -74,81 +73,66 @@ std::string describe(const detail::Collective& c, int64_t sequence) {
          c.input_shape.str();
 }
 
-void finalize_at_exit() {
-  World& w = world();
-  if (!w.joined || w.finalized.exchange(true)) return;
-  // The device stream may still be running a queued collective (a script that ends without
-  // finalize()): it finishes before the transport goes. A failed step was reported or is lost
-  // with the process either way.
-  try {
-    wait_device_ops();
-  } catch (const Error&) {
-  }
-  detail::transport_leave();
-}
-
 }  // namespace
 
-bool available() {
-  return detail::transport_built();
+namespace detail {
+
+bool transport_in_build() {
+  return transport_built();
 }
 
-void init() {
+void join(void (*at_exit)()) {
   World& w = world();
   std::call_once(w.initialized, [&] {
-    const std::optional<detail::Membership> member = detail::transport_join();
+    const std::optional<Membership> member = transport_join();
     if (!member) return;
     w.rank = member->rank;
     w.size = member->size;
     w.joined = true;
-    std::atexit(finalize_at_exit);
+    std::atexit(at_exit);
   });
 }
 
-void finalize() {
-  if (!world().joined || world().finalized) return;
-  wait_device_ops();
-  finalize_at_exit();
+bool active() {
+  return world().joined && !world().finalized;
 }
-
-void abort(int exit_code) {
-  if (world().joined && !world().finalized) detail::transport_abort(exit_code);
-  std::_Exit(exit_code);
-}
-
-namespace {
-
-void check_not_finalized(const char* what) {
-  if (world().finalized) {
-    throw Error(std::string("lt::distributed: ") + what + " after finalize()");
-  }
-}
-
-}  // namespace
 
 int rank() {
   return world().rank;
 }
 
-int world_size() {
+int size() {
   return world().size;
 }
 
-void barrier() {
-  check_not_finalized("barrier()");
-  wait_device_ops();
-  if (!world().joined || world().size == 1) return;
-  detail::transport_barrier();
+void leave() {
+  World& w = world();
+  if (!w.joined || w.finalized.exchange(true)) return;
+  transport_leave();
 }
 
-namespace detail {
+void check_not_left(const char* what) {
+  if (world().finalized) {
+    throw Error(std::string("lt::distributed: ") + what + " after finalize()");
+  }
+}
+
+void abort_job(int exit_code) {
+  if (active()) transport_abort(exit_code);
+  std::_Exit(exit_code);
+}
+
+void barrier() {
+  if (!world().joined || world().size == 1) return;
+  transport_barrier();
+}
 
 void run(const Collective& c) {
   static metrics::Counter& collectives = metrics::counter("Collective");
   static metrics::Timer& time = metrics::timer("CollectiveTime");
   const metrics::ScopedTimer timed(time);
   collectives.add();
-  check_not_finalized(detail::op_name(c.op));
+  check_not_left(op_name(c.op));
   World& w = world();
   if (!w.joined || w.size == 1) {
     // A world of one: the traced ops return their input, so this runs only if a graph traced
@@ -157,7 +141,7 @@ void run(const Collective& c) {
     return;
   }
   const int64_t sequence = w.sequence++;
-  detail::transport_run(c, sequence, describe(c, sequence));
+  transport_run(c, sequence, describe(c, sequence));
 }
 
 }  // namespace detail

@@ -8,8 +8,7 @@
 #include "lazytensor/error.h"
 #include "lazytensor/optim.h"
 #include "lazytensor/runtime.h"
-#include "runtime/graph_executor.h"
-#include "runtime/tensor_impl.h"
+#include "trace/trace.h"
 
 namespace lt::optim {
 
@@ -101,10 +100,7 @@ inline void zero_grads(std::vector<ParamGroup<Options>>& groups, bool set_to_non
 // optimizer leaves no work in flight for whatever the caller measures next.
 inline void materialize(const std::vector<Tensor>& tensors) {
   if (tensors.empty()) return;
-  std::vector<std::shared_ptr<TensorImpl>> impls;
-  impls.reserve(tensors.size());
-  for (const Tensor& t : tensors) impls.push_back(t.impl());
-  runtime::sync_tensors(impls, "optimizer state");
+  trace::compute_now(tensors, "optimizer state");
   std::vector<Device> devices;
   for (const Tensor& t : tensors) {
     if (std::find(devices.begin(), devices.end(), t.device()) != devices.end()) continue;

@@ -1,3 +1,4 @@
+#include "runtime/device.h"
 #include "runtime/data_cache.h"
 
 #include <cstring>

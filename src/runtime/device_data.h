@@ -8,10 +8,6 @@
 #include "ir/node.h"
 #include "lazytensor/device.h"
 
-namespace lt::backend {
-class Backend;
-}
-
 namespace lt::runtime {
 
 // A tensor value that lives in device memory (or will, once the stream gets to it).
@@ -43,18 +39,5 @@ struct DeviceData {
 };
 
 using DeviceDataPtr = std::shared_ptr<DeviceData>;
-
-// The IR leaf that reads `data` (one per value, so a graph sees each buffer once).
-ir::NodePtr leaf_node(const DeviceDataPtr& data);
-
-// The one door to the devices for tracing, the executor and the tools: nothing outside the
-// runtime and the backends touches a backend.
-backend::Backend& backend_of(const Device& device);
-// New device memory on `device` holding a copy of `values` (shape.numel() elements of
-// `dtype`): asynchronous (the host memory may be reused at once) unless `synchronous`.
-DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const Device& device,
-                     bool synchronous = false);
-// Waits for `data`'s value and copies its bytes to `dst`; throws if its step failed.
-void download(const DeviceData& data, void* dst);
 
 }  // namespace lt::runtime

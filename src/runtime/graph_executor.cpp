@@ -15,14 +15,16 @@
 #include "lazytensor/error.h"
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
+#include "runtime/backends.h"
 #include "runtime/compile_cache.h"
 #include "runtime/config.h"
+#include "runtime/device.h"
 #include "runtime/device_data.h"
+#include "runtime/front_end_hooks.h"
 #include "runtime/graph_signature.h"
 #include "runtime/step_journal.h"
 #include "runtime/trace_locations.h"
 #include "runtime/trace_lock.h"
-#include "trace/autocast.h"
 
 namespace lt::runtime {
 
@@ -388,9 +390,9 @@ void sync_pending() {
   int64_t step = 0;
   {
     const CutScope cut("mark_step");
-    // Parameters updated in this step get their autocast copies here, in the kernels that
-    // update them.
-    trace::refresh_autocast_copies();
+    // Front ends trace their last work into the step here (autocast: the kept copies of
+    // parameters it updates, in the kernels that update them).
+    run_step_cut_hooks();
     // Taken under the cut: a tensor another thread makes pending now is in this graph or
     // waits.
     failure = sync_locked(pending_tensors(), /*allow_donation=*/true);

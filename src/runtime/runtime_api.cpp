@@ -1,13 +1,14 @@
 // The public functions of lazytensor/runtime.h.
 #include <exception>
 
-#include "backend/cpu/gemm.h"
 #include "backend/registry.h"
 #include "compiler/compiled_kernel.h"
 #include "ir/node.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
+#include "runtime/backends.h"
 #include "runtime/config.h"
+#include "runtime/device.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
 #include "runtime/step_journal.h"
@@ -156,7 +157,7 @@ std::string kernel_compiler() {
 }
 
 std::string matmul_library(DType dtype) {
-  const std::string name = backend::cpu::gemm_library(dtype);
+  const std::string name = runtime::backend_of(default_device()).matmul_library(dtype);
   if (dtype == DType::bf16 && !name.starts_with("oneDNN")) {
     return name + " (bf16 operands widened to f32)";
   }
@@ -204,6 +205,9 @@ void set_kernel_cache_bytes(size_t bytes) {
 }
 void set_device_memory_limit(size_t bytes) {
   runtime::config().device_memory_limit = bytes;
+  for (backend::Backend* backend : backend::live_backends()) {
+    backend->set_memory_limit(static_cast<int64_t>(bytes));
+  }
 }
 void set_debug(bool enabled) {
   runtime::config().debug = enabled;

@@ -3,9 +3,7 @@
 #include <mutex>
 #include <thread>
 
-#include "autograd/function.h"
-#include "backend/registry.h"
-#include "runtime/step_journal.h"
+#include "runtime/device.h"
 
 namespace lt {
 
@@ -43,29 +41,6 @@ void unlink(TensorImpl* impl) {
   impl->prev = impl->next = nullptr;
 }
 
-template <typename T>
-std::optional<runtime::DeviceData::HostRange> range_of(const T* values, const Shape& shape) {
-  runtime::DeviceData::HostRange range;
-  const int64_t n = shape.numel();
-  if (n == 0) return std::nullopt;
-  range.min = range.max = values[0];
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = values[i];
-    if (v < range.min) {
-      range.min = v;
-      range.min_at = i;
-    } else if (v > range.max) {
-      range.max = v;
-      range.max_at = i;
-    }
-    if (v < 0 && (!range.max_negative || v > *range.max_negative)) {
-      range.max_negative = v;
-      range.max_negative_at = i;
-    }
-  }
-  return range;
-}
-
 void release(runtime::DeviceDataPtr& data) {
   if (data) data->holders.fetch_sub(1, std::memory_order_relaxed);
   data.reset();
@@ -99,50 +74,6 @@ ir::NodePtr TensorImpl::value() const {
 }
 
 namespace runtime {
-
-ir::NodePtr leaf_node(const DeviceDataPtr& data) {
-  // Held for a few instructions, so a spin that yields beats parking the thread.
-  struct SpinGuard {
-    std::atomic_flag& flag;
-    explicit SpinGuard(std::atomic_flag& f) : flag(f) {
-      while (flag.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-    }
-    ~SpinGuard() { flag.clear(std::memory_order_release); }
-  } guard(data->leaf_lock);
-  if (ir::NodePtr leaf = data->leaf.lock()) return leaf;
-  auto leaf = ir::make_node(ir::OpKind::DeviceData, data->dtype, data->shape, {});
-  leaf->data = data;
-  leaf->device = data->device;
-  data->leaf = leaf;
-  return leaf;
-}
-
-backend::Backend& backend_of(const Device& device) {
-  return backend::backend_for(device);
-}
-
-DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const Device& device,
-                     bool synchronous) {
-  backend::Backend& backend = backend_of(device);
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  auto buffer = backend.allocate(bytes);
-  backend.transfer_to_device(buffer, values, bytes, synchronous);
-  auto data = std::make_shared<DeviceData>(shape, dtype, device, std::move(buffer));
-  if (dtype == DType::i64) data->host_range = range_of(static_cast<const int64_t*>(values), shape);
-  if (dtype == DType::i32) data->host_range = range_of(static_cast<const int32_t*>(values), shape);
-  return data;
-}
-
-void download(const DeviceData& data, void* dst) {
-  try {
-    backend_of(data.device)
-        .transfer_from_device(data.buffer, dst,
-                              static_cast<size_t>(data.shape.numel()) * dtype_size(data.dtype));
-  } catch (const Error&) {
-    settle_failed_step();  // the failed step's host state is put back as its error is raised
-    throw;
-  }
-}
 
 std::vector<std::shared_ptr<TensorImpl>> pending_tensors() {
   Registry& r = registry();

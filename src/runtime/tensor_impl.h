@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "ir/node.h"
-#include "lazytensor/tensor.h"
+#include "lazytensor/device.h"
+#include "lazytensor/dtype.h"
+#include "lazytensor/shape.h"
 #include "runtime/device_data.h"
 
 namespace lt {

@@ -9,11 +9,11 @@
 #include <mutex>
 #include <string>
 
-#include "autograd/function.h"
 #include "ir/node.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
+#include "runtime/front_end_hooks.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_locations.h"
 
@@ -122,7 +122,7 @@ TraceScope::TraceScope(const char* op, Purpose purpose) {
     return;
   }
   if (purpose == Purpose::trace) check_graph_growth(op);
-  autograd::reset_operand_note();  // the in-place check looks at this op's operands only
+  run_outermost_op_hooks();
   trace_lock().lock_shared();
   ++t_trace_depth;
   if (purpose == Purpose::trace) begin_traced_op();

@@ -10,6 +10,7 @@
 #include "lazytensor/autocast.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
+#include "runtime/front_end_hooks.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/trace.h"
@@ -129,6 +130,10 @@ Tensor kept_copy(const Tensor& x, bool read) {
   impl.autocast_copy_read = read;
   return copy;
 }
+
+namespace {
+const bool g_registered = (runtime::add_step_cut_hook(refresh_autocast_copies), true);
+}  // namespace
 
 void refresh_autocast_copies() {
   // Called under the cut (the trace lock held exclusively, so no op on any thread reads or

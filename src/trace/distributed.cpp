@@ -1,5 +1,6 @@
-// The collectives of lazytensor/distributed.h as traced ops: one opaque node each (run by the
-// backend through distributed/process_group), checked here before anything is created.
+// lazytensor/distributed.h: joining and leaving the world, and the collectives as traced ops:
+// one opaque node each (run by the backend through distributed/process_group), checked here
+// before anything is created.
 #include "lazytensor/distributed.h"
 
 #include <climits>
@@ -11,6 +12,7 @@
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "lazytensor/runtime.h"
 #include "lazytensor/tensor.h"
 #include "runtime/trace_lock.h"
 #include "trace/trace.h"
@@ -69,7 +71,51 @@ Tensor collective(ir::OpKind kind, const ir::NodePtr& value, const Shape& shape,
   return trace::make_tensor(ir::make_node(kind, value->dtype, shape, {value}, {attr}));
 }
 
+// Leaving the world at exit: the device stream may still be running a queued collective (a
+// script that ends without finalize()), which finishes first. A failed step was reported or
+// is lost with the process either way.
+void finalize_at_exit() {
+  if (!detail::active()) return;
+  try {
+    wait_device_ops();
+  } catch (const Error&) {
+  }
+  detail::leave();
+}
+
 }  // namespace
+
+bool available() {
+  return detail::transport_in_build();
+}
+
+void init() {
+  detail::join(finalize_at_exit);
+}
+
+void finalize() {
+  if (!detail::active()) return;
+  wait_device_ops();
+  detail::leave();
+}
+
+void abort(int exit_code) {
+  detail::abort_job(exit_code);
+}
+
+int rank() {
+  return detail::rank();
+}
+
+int world_size() {
+  return detail::size();
+}
+
+void barrier() {
+  detail::check_not_left("barrier()");
+  wait_device_ops();
+  detail::barrier();
+}
 
 Tensor all_reduce(const Tensor& t, ReduceOp op) {
   const runtime::TraceScope scope("all_reduce");

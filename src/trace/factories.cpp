@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "backend/buffer.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/tensor.h"
+#include "runtime/device.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
-#include "trace/counter_uniform.h"
 #include "trace/trace.h"
+#include "util/counter_uniform.h"
 
 namespace lt {
 
@@ -126,22 +126,14 @@ Tensor from_external(const void* data, const Shape& shape, DType dtype,
   trace::check_dtype("from_external", dtype);
   trace::check_shape("from_external", shape);
   const Device device = default_device();
-  if (device.type != DeviceType::cpu) {
+  if (!runtime::host_addressable(device)) {
     throw Error("from_external: the default device " + device.str() +
                 " cannot read host memory in place");
   }
   if (data == nullptr && shape.numel() > 0) {
     throw Error("from_external: data is null for shape " + shape.str());
   }
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  auto buffer = std::make_shared<backend::Buffer>(const_cast<void*>(data), bytes,
-                                                  [release = std::move(release)](void*, size_t) {
-                                                    if (release) release();
-                                                  });
-  auto value = std::make_shared<runtime::DeviceData>(shape, dtype, device, std::move(buffer));
-  // Held for good by its owner: no step ever writes an output over memory it does not own.
-  value->holders.fetch_add(1);
-  return tensor_over(std::move(value));
+  return tensor_over(runtime::wrap_external(data, shape, dtype, device, std::move(release)));
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {

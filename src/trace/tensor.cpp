@@ -7,10 +7,10 @@
 #include <string>
 
 #include "autograd/function.h"
-#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "runtime/device.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_executor.h"
 #include "runtime/step_journal.h"
@@ -275,12 +275,7 @@ Tensor::HostMemory Tensor::host_memory() const {
     (*held)->holders.fetch_sub(1);
     delete held;
   });
-  runtime::backend_of(data->device).record_event().wait();  // the step computing it is done
-  if (data->buffer->failed()) {
-    runtime::settle_failed_step();
-    data->buffer->error().raise("host_memory: ");
-  }
-  return {data->buffer->data(), std::move(owner)};
+  return {runtime::host_address(*data, "host_memory"), std::move(owner)};
 }
 
 template <typename T>

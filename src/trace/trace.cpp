@@ -4,13 +4,14 @@
 #include <string>
 
 #include "autograd/function.h"
-#include "backend/backend.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
 #include "runtime/config.h"
 #include "runtime/data_cache.h"
+#include "runtime/device.h"
 #include "runtime/device_data.h"
+#include "runtime/graph_executor.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 
@@ -90,16 +91,21 @@ bool check_host_ids(const char* op, const char* what, const ir::NodePtr& ids, in
   return !(ignore && *ignore >= size && range.max == *ignore);
 }
 
+void compute_now(const std::vector<Tensor>& tensors, const char* op) {
+  std::vector<std::shared_ptr<TensorImpl>> impls;
+  impls.reserve(tensors.size());
+  for (const Tensor& t : tensors) impls.push_back(t.impl());
+  runtime::sync_tensors(impls, op);
+}
+
 void check_fits(const char* op, const Shape& shape, DType dtype, const Device& where) {
-  const backend::Backend& device = runtime::backend_of(where);
-  const double capacity = static_cast<double>(device.memory_capacity());
+  const int64_t capacity = runtime::memory_capacity(where);
   const double bytes = static_cast<double>(shape.numel()) * static_cast<double>(dtype_size(dtype));
-  if (bytes > capacity) {
+  if (bytes > static_cast<double>(capacity)) {
     throw Error(std::string(op) + ": a result of shape " + shape.str() + " and dtype " +
                 dtype_name(dtype) + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
-                " bytes, more than " + where.str() + " has (" +
-                std::to_string(device.memory_capacity()) + " bytes in all, " +
-                std::to_string(device.memory_available()) + " free)");
+                " bytes, more than " + where.str() + " has (" + std::to_string(capacity) +
+                " bytes in all, " + std::to_string(runtime::memory_available(where)) + " free)");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/node.h"
 #include "lazytensor/tensor.h"
@@ -54,6 +55,10 @@ Tensor quantize8(const Tensor& normalized, bool is_unsigned);
 // precision's bf16 weights, made from the f32 masters), which would otherwise get a fresh
 // buffer every step.
 Tensor& overwrite(Tensor& self, const Tensor& value);
+
+// Computes `tensors` now, in one graph of their own (named `op` in messages), so that each
+// holds device data; does not wait for the device.
+void compute_now(const std::vector<Tensor>& tensors, const char* op);
 
 void check_shape(const char* op, const Shape& shape);
 // `dim` in [-rank, rank) (a rank-0 tensor takes 0 and -1, as PyTorch's) as a dim in [0, rank);

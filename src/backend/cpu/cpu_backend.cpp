@@ -18,13 +18,14 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_executable.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/stream.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/fault_injection.h"
+#include "backend/registry.h"
 #include "lazytensor/error.h"
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
-#include "runtime/config.h"
 
 namespace lt::backend::cpu {
 
@@ -135,18 +136,18 @@ class BlockCache {
   std::pair<void*, size_t> arena_{nullptr, 0};
 };
 
-int thread_count() {
-  int n = runtime::config().num_threads;
+int thread_count(int n) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return n;
 }
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int index)
+  CpuBackend(int index, const BackendSettings& settings)
       : index_(index),
         physical_memory_(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE)),
-        pool_(thread_count()),
+        memory_limit_(settings.memory_limit),
+        pool_(thread_count(settings.threads)),
         stream_(kMaxQueuedTasks) {
     stream_.enqueue([index] {
       profiler::set_thread_name(index == 0 ? "device stream"
@@ -167,6 +168,14 @@ class CpuBackend final : public Backend {
       data = allocate_block(bytes, rounded);
     }
     return track(data, bytes, rounded, [this](void* p, size_t size) { cache_.give(p, size); });
+  }
+
+  bool host_addressable() const override { return true; }
+
+  BufferPtr wrap_host_memory(void* data, size_t bytes, std::function<void()> release) override {
+    return std::make_shared<Buffer>(data, bytes, [release = std::move(release)](void*, size_t) {
+      if (release) release();
+    });
   }
 
   // The arena for an execution's temporaries: the kept one when it is large enough (and fits
@@ -285,7 +294,7 @@ class CpuBackend final : public Backend {
   Failure take_failure_before(int64_t step) override { return stream_.take_failure(step); }
 
   int64_t memory_capacity() const override {
-    const auto limit = static_cast<int64_t>(runtime::config().device_memory_limit.load());
+    const int64_t limit = memory_limit_.load();
     return limit > 0 ? std::min(limit, physical_memory_) : physical_memory_;
   }
   int64_t memory_available() const override {
@@ -295,6 +304,10 @@ class CpuBackend final : public Backend {
   DeviceMemoryStats memory_stats() const override {
     return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
   }
+
+  void set_memory_limit(int64_t bytes) override { memory_limit_.store(bytes); }
+
+  std::string matmul_library(DType dtype) const override { return gemm_library(dtype); }
 
   void reset_peak_memory() override {
     peak_bytes_.store(bytes_in_use_.load());
@@ -375,6 +388,7 @@ class CpuBackend final : public Backend {
 
   const int index_;
   const int64_t physical_memory_;
+  std::atomic<int64_t> memory_limit_;  // bytes; 0: all of the machine's memory
   std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
   // At most a quarter of the machine's memory held for reuse; destroyed after the stream and
   // the pool, so work still queued at destruction can free into it.
@@ -395,8 +409,12 @@ void inject_execution_failures(int count) {
 
 namespace cpu {
 
-std::unique_ptr<Backend> make_backend(int index) {
-  return std::make_unique<CpuBackend>(index);
+std::unique_ptr<Backend> make_backend(int index, const BackendSettings& settings) {
+  return std::make_unique<CpuBackend>(index, settings);
+}
+
+void register_backend() {
+  backend::register_backend(DeviceType::cpu, make_backend);
 }
 
 }  // namespace cpu

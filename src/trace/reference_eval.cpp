@@ -13,6 +13,7 @@
 #include "ir/reference_evaluator.h"
 #include "lazytensor/error.h"
 #include "lazytensor/reference.h"
+#include "runtime/device.h"
 #include "runtime/device_data.h"
 #include "runtime/graph_signature.h"
 #include "runtime/tensor_impl.h"
