@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/compiled_kernel.h"
-#include "ir/kernel_prelude.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
+#include "backend/cpu/kernels/kernel_prelude.h"
 #include "ir/node.h"
 #include "ir/ops.h"
 #include "runtime/config.h"
@@ -95,8 +95,8 @@ class CodegenTest : public testing::Test, protected lt_test::Seeded {
   }
 
   // What the engine would hand the native compiler, for tests that call it directly.
-  static lt::compiler::KernelCompileOptions native_options() {
-    lt::compiler::KernelCompileOptions options;
+  static lt::backend::KernelSettings native_options() {
+    lt::backend::KernelSettings options;
     options.cache_dir = lt::kernel_cache_dir();
     options.cache_bytes = size_t{256} << 20;
     return options;
@@ -444,7 +444,7 @@ KernelProgram sample_program(double c) {
 
 TEST_F(CodegenTest, GeneratedSourceHoistsScalarsAndVectorizesTheLoop) {
   const KernelProgram program = sample_program(0.1);
-  const std::string source = lt::compiler::generate_source({&program}, {"lt_test_kernel"});
+  const std::string source = lt::backend::cpu::generate_source({&program}, {"lt_test_kernel"});
   for (const char* expected :
        {"namespace lt_kernel", "extern \"C\" void lt_test_kernel(", "#pragma GCC ivdep",
         "lt_kernel::MulFn{}(r0, r2)", "lt_kernel::AddFn{}(r4, r1)", "lt_kernel::MulFn{}(r5, r3)",
@@ -457,7 +457,7 @@ TEST_F(CodegenTest, GeneratedSourceHoistsScalarsAndVectorizesTheLoop) {
 }
 
 // Runs a compiled sample_program over n elements, the first output in place over x.
-void expect_sample_kernel_works(const lt::compiler::CompiledKernel& kernel, double c) {
+void expect_sample_kernel_works(const lt::backend::cpu::CompiledKernel& kernel, double c) {
   constexpr int64_t n = 37;
   std::vector<double> x(n), y(n), xs(n), nan(n), inf(n), ninf(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -481,7 +481,7 @@ void expect_sample_kernel_works(const lt::compiler::CompiledKernel& kernel, doub
 TEST_F(CodegenTest, CompiledSourceRunsInPlace) {
   const double c = 1.25;
   const KernelProgram program = sample_program(c);
-  const auto kernels = lt::compiler::compile_native({&program}, native_options());
+  const auto kernels = lt::backend::cpu::compile_native({&program}, native_options());
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_STREQ(kernels[0]->method(), "native");
   expect_sample_kernel_works(*kernels[0], c);
@@ -499,20 +499,23 @@ TEST_F(CodegenTest, DiskCacheServesTheSameSourceAgain) {
   lt::set_kernel_cache_dir(first.path().string());
   int64_t compiles = counter("KernelCompile");
   int64_t hits = counter("KernelDiskCacheHit");
-  expect_sample_kernel_works(*lt::compiler::compile_native({&program}, native_options()).at(0), c);
+  expect_sample_kernel_works(*lt::backend::cpu::compile_native({&program}, native_options()).at(0),
+                             c);
   EXPECT_EQ(counter("KernelCompile") - compiles, 1);
   EXPECT_EQ(counter("KernelDiskCacheHit") - hits, 0);
   const std::set<std::string> files = first.files();
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(fs::path(*files.begin()).extension(), ".so");
 
-  expect_sample_kernel_works(*lt::compiler::compile_native({&program}, native_options()).at(0), c);
+  expect_sample_kernel_works(*lt::backend::cpu::compile_native({&program}, native_options()).at(0),
+                             c);
   EXPECT_EQ(counter("KernelCompile") - compiles, 1);
   EXPECT_EQ(counter("KernelDiskCacheHit") - hits, 1);
   EXPECT_EQ(first.files(), files);
 
   lt::set_kernel_cache_dir(second.path().string());
-  expect_sample_kernel_works(*lt::compiler::compile_native({&program}, native_options()).at(0), c);
+  expect_sample_kernel_works(*lt::backend::cpu::compile_native({&program}, native_options()).at(0),
+                             c);
   EXPECT_EQ(counter("KernelCompile") - compiles, 2);
   EXPECT_EQ(second.files(), files);
 }

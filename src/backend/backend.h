@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "backend/buffer.h"
-#include "compiler/compiled_kernel.h"
 #include "compiler/fusion.h"
 #include "ir/graph.h"
 #include "lazytensor/runtime.h"
@@ -30,10 +29,10 @@ class Executable {
   int64_t temporary_bytes = 0;  // device memory for the temporaries while it runs
 };
 
-// What the runtime hands a backend's compiler: the backend reads no settings of its own.
+// How a graph is cut into kernels, as the runtime's settings were when its cut began (the
+// graph's cache key holds them too).
 struct CompileOptions {
   compiler::FusionOptions fusion;
-  compiler::KernelCompileOptions kernels;
 };
 
 struct ExecutionArgs {
@@ -51,9 +50,22 @@ struct ExecutionArgs {
 
 // What a backend is handed when it is built: the runtime fills it from its settings, and a
 // backend reads no settings of its own.
+// How a backend turns kernel programs into code it runs.
+struct KernelSettings {
+  bool native = true;  // false: interpret the programs, compile nothing
+  // Native kernels start interpreted and switch once their code is compiled in the
+  // background, so no step waits for the compiler. false: wait for it.
+  bool tiered = true;
+  std::string compiler = "c++";  // the command that compiles kernels (CPU: LT_CXX)
+  std::string cache_dir;         // compiled kernels on disk
+  size_t cache_bytes = 0;        // their byte bound
+  size_t cache_entries = 0;      // kernels kept in memory
+};
+
 struct BackendSettings {
-  int threads = 0;           // kernel threads; 0: one per core
+  int threads = 0;           // kernel threads; 0: one per core; read when built
   int64_t memory_limit = 0;  // bytes a device may allocate; 0: all it has
+  KernelSettings kernels;
 };
 
 // What the graph executor needs from a device, after LTC's BackendImplInterface. All device
@@ -94,8 +106,17 @@ class Backend {
   virtual int64_t memory_capacity() const = 0;
   virtual int64_t memory_available() const = 0;
   virtual void reset_peak_memory() = 0;
-  // A new limit on the memory this device allocates (BackendSettings::memory_limit).
-  virtual void set_memory_limit(int64_t bytes) = 0;
+  // The runtime's settings changed (all but the threads take effect); never during a cut.
+  virtual void update_settings(const BackendSettings& settings) = 0;
+  // What of the settings changes the executables compile() makes, as bits for the graph cache's
+  // key: an executable is found again only under the same fingerprint.
+  virtual uint64_t compile_fingerprint() const = 0;
+  // Waits until every kernel compiling in the background is done.
+  virtual void wait_compiles() = 0;
+  // Kernels compiled so far and kept in memory, and forgetting them (the backends of one kind
+  // may share one cache: the CPU's are the process's).
+  virtual size_t kernel_cache_entries() const = 0;
+  virtual void clear_kernel_cache() = 0;
 
   // The library that computes this device's matrix products for `dtype`, as
   // lt::matmul_library reports it.

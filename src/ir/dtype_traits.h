@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "ir/kernel_prelude.h"
+#include "ir/op_semantics.h"
 #include "lazytensor/dtype.h"
 
 namespace lt {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numbers>
 
-#include "ir/kernel_prelude.h"
+#include "ir/op_semantics.h"
 
 namespace lt::ir {
 

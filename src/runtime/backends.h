@@ -7,6 +7,10 @@
 
 namespace lt::runtime {
 
+// Creates the backend, with backend_settings(), on first use.
 backend::Backend& backend_of(const Device& device);
+// The runtime's settings as a backend takes them (kernel threads, memory limit, how kernels
+// are compiled: LT_COMPILER, LT_CXX, the kernel cache's place and bounds).
+backend::BackendSettings backend_settings();
 
 }  // namespace lt::runtime

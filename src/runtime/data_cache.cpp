@@ -1,4 +1,3 @@
-#include "runtime/device.h"
 #include "runtime/data_cache.h"
 
 #include <cstring>
@@ -9,6 +8,7 @@
 #include "ir/dtype_traits.h"
 #include "metrics/metrics_registry.h"
 #include "runtime/config.h"
+#include "runtime/device.h"
 
 namespace lt::runtime {
 

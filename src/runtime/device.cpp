@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -57,11 +58,23 @@ ir::NodePtr leaf_node(const DeviceDataPtr& data) {
   return leaf;
 }
 
+backend::BackendSettings backend_settings() {
+  const Config& c = config();
+  backend::BackendSettings settings;
+  settings.threads = c.num_threads;
+  settings.memory_limit = static_cast<int64_t>(c.device_memory_limit.load());
+  settings.kernels.native = c.kernel_compiler() == "native";
+  settings.kernels.tiered = c.tiered_compilation;
+  settings.kernels.cache_dir = c.kernel_cache_dir();
+  settings.kernels.cache_bytes = c.kernel_cache_bytes;
+  settings.kernels.cache_entries = c.kernel_cache_size;
+  const char* cxx = std::getenv("LT_CXX");
+  if (cxx && *cxx) settings.kernels.compiler = cxx;
+  return settings;
+}
+
 backend::Backend& backend_of(const Device& device) {
-  const Config& settings = config();
-  return backend::backend_for(
-      device, {.threads = settings.num_threads.load(),
-               .memory_limit = static_cast<int64_t>(settings.device_memory_limit.load())});
+  return backend::backend_for(device, backend_settings());
 }
 
 DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const Device& device,

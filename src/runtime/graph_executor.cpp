@@ -73,20 +73,13 @@ struct DeviceGraph {
   double compile_seconds = 0;
 };
 
-// What the compiler is told, read from the settings once per cut: the graph's cache key and
-// its executable then agree on it even if a setting changes meanwhile.
+// How graphs are cut into kernels, read from the settings once per cut: the graph's cache key
+// and its executable then agree on it even if a setting changes meanwhile.
 backend::CompileOptions compile_options() {
   const Config& c = config();
   backend::CompileOptions options;
   options.fusion.max_kernel_ops = c.max_kernel_ops;
   options.fusion.row_groups = c.row_groups;
-  options.kernels.native = c.kernel_compiler() == "native";
-  options.kernels.tiered = c.tiered_compilation;
-  options.kernels.cache_dir = c.kernel_cache_dir();
-  options.kernels.cache_bytes = c.kernel_cache_bytes;
-  options.kernels.cache_entries = c.kernel_cache_size;
-  const char* cxx = std::getenv("LT_CXX");
-  if (cxx && *cxx) options.kernels.cxx = cxx;
   return options;
 }
 
@@ -95,6 +88,7 @@ backend::CompileOptions compile_options() {
 std::vector<DeviceGraph> collect_device_graphs(
     const std::vector<std::shared_ptr<TensorImpl>>& tensors,
     const backend::CompileOptions& options) {
+  const backend::BackendSettings settings = backend_settings();
   std::vector<DeviceGraph> out;
   for (const auto& impl : tensors) {
     if (!impl->ir) continue;
@@ -113,9 +107,12 @@ std::vector<DeviceGraph> collect_device_graphs(
   for (DeviceGraph& g : out) {
     std::vector<const ir::Node*> roots;
     for (const auto& impl : g.pending) roots.push_back(impl->ir.get());
-    // Executables are compiled for one device, with one kernel compiler and kernel length:
-    // graphs for another must not find them.
-    const uint64_t target = (options.kernels.native ? 1 : 2) | (options.fusion.row_groups ? 4 : 0) |
+    // Executables are compiled for one device, with its backend's settings and one kernel
+    // length: graphs for another must not find them. The backend is given the settings as
+    // they are now, under the cut, so the key and the executable agree on them.
+    backend::Backend& backend = backend_of(g.device);
+    backend.update_settings(settings);
+    const uint64_t target = backend.compile_fingerprint() | (options.fusion.row_groups ? 4 : 0) |
                             static_cast<uint64_t>(g.device.type) << 8 |
                             static_cast<uint64_t>(g.device.index) << 16 |
                             static_cast<uint64_t>(options.fusion.max_kernel_ops) << 32;

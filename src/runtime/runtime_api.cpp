@@ -2,7 +2,6 @@
 #include <exception>
 
 #include "backend/registry.h"
-#include "compiler/compiled_kernel.h"
 #include "ir/node.h"
 #include "lazytensor/error.h"
 #include "lazytensor/runtime.h"
@@ -170,7 +169,7 @@ bool tiered_compilation() {
   return runtime::config().tiered_compilation;
 }
 void wait_kernel_compiles() {
-  compiler::wait_background_compiles();
+  for (backend::Backend* backend : backend::live_backends()) backend->wait_compiles();
 }
 void set_row_groups(bool enabled) {
   runtime::config().row_groups = enabled;
@@ -205,9 +204,8 @@ void set_kernel_cache_bytes(size_t bytes) {
 }
 void set_device_memory_limit(size_t bytes) {
   runtime::config().device_memory_limit = bytes;
-  for (backend::Backend* backend : backend::live_backends()) {
-    backend->set_memory_limit(static_cast<int64_t>(bytes));
-  }
+  const backend::BackendSettings settings = runtime::backend_settings();
+  for (backend::Backend* backend : backend::live_backends()) backend->update_settings(settings);
 }
 void set_debug(bool enabled) {
   runtime::config().debug = enabled;
@@ -229,12 +227,12 @@ size_t compile_cache_entries() {
   return runtime::compile_cache_entries();
 }
 void clear_compile_caches() {
-  compiler::wait_background_compiles();
+  wait_kernel_compiles();
   runtime::clear_compile_cache();
-  compiler::clear_kernel_cache();
+  for (backend::Backend* backend : backend::live_backends()) backend->clear_kernel_cache();
 }
 size_t kernel_cache_entries() {
-  return compiler::kernel_cache_size();
+  return runtime::backend_of(default_device()).kernel_cache_entries();
 }
 
 DeviceMemoryStats device_memory_stats() {

@@ -1,9 +1,30 @@
 # The CPU backend's sources (lazytensor_add_backend(cpu) in the top CMakeLists.txt).
+set(LT_CPU_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(LT_IR_DIR ${CMAKE_CURRENT_LIST_DIR}/../../ir)
+
+# The kernel prelude is compiled into the interpreter and embedded, with the op semantics and
+# the op table inlined, as text in every generated kernel source.
+file(READ ${LT_CPU_DIR}/kernels/kernel_prelude.h LT_PRELUDE)
+file(READ ${LT_IR_DIR}/op_semantics.h LT_OP_SEMANTICS)
+file(READ ${LT_IR_DIR}/op_table.def LT_OP_TABLE)
+string(REPLACE "#include \"ir/op_semantics.h\"" "${LT_OP_SEMANTICS}" LT_PRELUDE "${LT_PRELUDE}")
+string(REPLACE "#include \"ir/op_table.def\"" "${LT_OP_TABLE}" LT_PRELUDE "${LT_PRELUDE}")
+string(REPLACE "#pragma once" "" LT_PRELUDE "${LT_PRELUDE}")
+configure_file(${LT_CPU_DIR}/kernels/kernel_prelude.cpp.in
+               ${CMAKE_CURRENT_BINARY_DIR}/generated/kernel_prelude.cpp @ONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${LT_CPU_DIR}/kernels/kernel_prelude.h
+             ${LT_IR_DIR}/op_semantics.h ${LT_IR_DIR}/op_table.def)
+
 target_sources(lazytensor PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/cpu_backend.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cpu_executable.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/opaque_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/stream.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/thread_pool.cpp
+  ${LT_CPU_DIR}/cpu_backend.cpp
+  ${LT_CPU_DIR}/cpu_executable.cpp
+  ${LT_CPU_DIR}/gemm.cpp
+  ${LT_CPU_DIR}/opaque_ops.cpp
+  ${LT_CPU_DIR}/stream.cpp
+  ${LT_CPU_DIR}/thread_pool.cpp
+  ${LT_CPU_DIR}/kernels/codegen.cpp
+  ${LT_CPU_DIR}/kernels/interpreter.cpp
+  ${LT_CPU_DIR}/kernels/kernel_cache.cpp
+  ${LT_CPU_DIR}/kernels/native_compiler.cpp
+  ${CMAKE_CURRENT_BINARY_DIR}/generated/kernel_prelude.cpp
 )

@@ -147,6 +147,7 @@ class CpuBackend final : public Backend {
       : index_(index),
         physical_memory_(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE)),
         memory_limit_(settings.memory_limit),
+        kernel_settings_(settings.kernels),
         pool_(thread_count(settings.threads)),
         stream_(kMaxQueuedTasks) {
     stream_.enqueue([index] {
@@ -247,7 +248,7 @@ class CpuBackend final : public Backend {
 
   std::shared_ptr<Executable> compile(const ir::Graph& graph,
                                       const CompileOptions& options) override {
-    return build_executable(graph, options);
+    return build_executable(graph, options, kernel_settings());
   }
 
   void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) override {
@@ -305,9 +306,28 @@ class CpuBackend final : public Backend {
     return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
   }
 
-  void set_memory_limit(int64_t bytes) override { memory_limit_.store(bytes); }
+  void update_settings(const BackendSettings& settings) override {
+    memory_limit_.store(settings.memory_limit);
+    const std::lock_guard<std::mutex> lock(kernel_settings_mu_);
+    kernel_settings_ = settings.kernels;
+  }
+
+  uint64_t compile_fingerprint() const override { return kernel_settings().native ? 1 : 2; }
+
+  void wait_compiles() override { wait_background_compiles(); }
+  size_t kernel_cache_entries() const override { return kernel_cache_size(); }
+  // The kernels are the process's, shared by every CPU device: forgetting them is too.
+  void clear_kernel_cache() override {
+    wait_background_compiles();
+    cpu::clear_kernel_cache();
+  }
 
   std::string matmul_library(DType dtype) const override { return gemm_library(dtype); }
+
+  KernelSettings kernel_settings() const {
+    const std::lock_guard<std::mutex> lock(kernel_settings_mu_);
+    return kernel_settings_;
+  }
 
   void reset_peak_memory() override {
     peak_bytes_.store(bytes_in_use_.load());
@@ -389,6 +409,8 @@ class CpuBackend final : public Backend {
   const int index_;
   const int64_t physical_memory_;
   std::atomic<int64_t> memory_limit_;  // bytes; 0: all of the machine's memory
+  mutable std::mutex kernel_settings_mu_;
+  KernelSettings kernel_settings_;  // guarded by kernel_settings_mu_
   std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
   // At most a quarter of the machine's memory held for reuse; destroyed after the stream and
   // the pool, so work still queued at destruction can free into it.

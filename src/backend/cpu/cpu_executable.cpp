@@ -375,7 +375,7 @@ struct Scratch {
   std::vector<double> columns;        // a column reduction's accumulators
 };
 
-void run_unit(const Launch& launch, const compiler::CompiledKernel& kernel, const WorkUnit& unit,
+void run_unit(const Launch& launch, const CompiledKernel& kernel, const WorkUnit& unit,
               const std::vector<void*>& slots, const double* scalars, std::vector<double>& partials,
               Scratch& scratch) {
   const Instance& inst = launch.instances[unit.instance];
@@ -547,7 +547,8 @@ std::string describe_kernel(const ir::Graph& graph, const compiler::Kernel& kern
 }  // namespace
 
 std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
-                                                const CompileOptions& options) {
+                                                const CompileOptions& options,
+                                                const KernelSettings& kernels) {
   auto exe = std::make_shared<CpuExecutable>();
   const compiler::ExecutionPlan plan = compiler::plan_execution(graph, options.fusion);
   exe->num_kernels = static_cast<int64_t>(plan.kernels.size());
@@ -563,8 +564,7 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
     const compiler::Kernel& first = plan.kernels[planned.kernels.front()];
     if (first.opaque < 0) programs.push_back(&first.program);
   }
-  std::vector<std::shared_ptr<const compiler::CompiledKernel>> compiled =
-      compiler::get_kernels(programs, options.kernels);
+  std::vector<std::shared_ptr<const CompiledKernel>> compiled = get_kernels(programs, kernels);
   size_t next_program = 0;
 
   // What is CPU-specific: each kernel instance's iteration space collapsed for strided
@@ -734,7 +734,7 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
       const int64_t begin = u * rows_per_unit, end = std::min(rows, begin + rows_per_unit);
       for (size_t m = 0; m < count; ++m) {
         const Launch& launch = exe.launches[first + m];
-        const compiler::CompiledKernel& kernel = launch.kernel->resolve();
+        const CompiledKernel& kernel = launch.kernel->resolve();
         if (std::strcmp(kernel.method(), "interpreter") == 0) {
           interpreted.store(true, std::memory_order_relaxed);
         }
@@ -859,7 +859,7 @@ void run_executable(const CpuExecutable& exe, const ExecutionArgs& args, ThreadP
     pool.run([&](int) {
       thread_local Scratch scratch;
       for (size_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < launch.units.size();) {
-        const compiler::CompiledKernel& kernel = launch.kernel->resolve();
+        const CompiledKernel& kernel = launch.kernel->resolve();
         if (std::strcmp(kernel.method(), "interpreter") == 0) {
           interpreted.store(true, std::memory_order_relaxed);
         }

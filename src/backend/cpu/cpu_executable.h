@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
 #include "backend/cpu/opaque_ops.h"
 #include "backend/cpu/thread_pool.h"
-#include "compiler/compiled_kernel.h"
 #include "compiler/fusion.h"
 
 namespace lt::backend::cpu {
@@ -58,7 +58,7 @@ struct WorkUnit {
 
 // One kernel launch: the same compiled program over one or many instances (multi-tensor).
 struct Launch {
-  std::shared_ptr<const compiler::CompiledKernel> kernel;
+  std::shared_ptr<const CompiledKernel> kernel;
   compiler::ReduceKind reduce = compiler::ReduceKind::None;
   DType dtype = DType::f32;         // reductions: the folded element type
   DType output_dtype = DType::f32;  // reductions: the stored element type
@@ -91,7 +91,8 @@ class CpuExecutable final : public Executable {
 };
 
 std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
-                                                const CompileOptions& options);
+                                                const CompileOptions& options,
+                                                const KernelSettings& kernels);
 
 // Runs every launch in order on the pool, the temporaries in an arena from `take_arena`.
 // `launches_begun` counts the launches started, so that a failure knows what was written.

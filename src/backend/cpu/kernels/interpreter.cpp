@@ -8,12 +8,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "compiler/compiled_kernel.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
+#include "backend/cpu/kernels/kernel_prelude.h"
 #include "ir/dtype_traits.h"
-#include "ir/kernel_prelude.h"
 #include "lazytensor/error.h"
 
-namespace lt::compiler {
+namespace lt::backend::cpu {
 
 namespace {
 
@@ -326,4 +326,4 @@ std::shared_ptr<CompiledKernel> make_interpreted_kernel(const KernelProgram& pro
   return std::make_shared<InterpretedKernel>(program);
 }
 
-}  // namespace lt::compiler
+}  // namespace lt::backend::cpu

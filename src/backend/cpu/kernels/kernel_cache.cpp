@@ -10,12 +10,12 @@
 #include <thread>
 #include <unordered_map>
 
-#include "compiler/compiled_kernel.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
 #include "lazytensor/error.h"
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
-namespace lt::compiler {
+namespace lt::backend::cpu {
 
 namespace {
 
@@ -65,7 +65,7 @@ std::string& broken_compiler() {
 // Kernels waiting for one compiler process.
 struct CompileBatch {
   std::vector<std::shared_ptr<TieredKernel>> kernels;
-  KernelCompileOptions options;
+  KernelSettings options;
 };
 
 // Worker threads that run the system compiler, one process per batch, as many at once as
@@ -132,8 +132,8 @@ class CompileService {
     // start no more processes of that compiler, which would fail the same way.
     metrics::counter("NativeCompileFailure").add();
     std::lock_guard<std::mutex> lock(broken_mu());
-    if (broken_compiler() == batch.options.cxx) return;
-    broken_compiler() = batch.options.cxx;
+    if (broken_compiler() == batch.options.compiler) return;
+    broken_compiler() = batch.options.compiler;
     std::fprintf(stderr, "lazytensor: native kernels unavailable, the interpreter runs them: %s\n",
                  failure.c_str());
   }
@@ -196,10 +196,10 @@ KernelCache& cache() {
 // Splits the kernels into batches of about kInstrsPerBatch instructions, at most one per
 // compile thread, and submits them.
 void submit_native(std::vector<std::shared_ptr<TieredKernel>> kernels,
-                   const KernelCompileOptions& options) {
+                   const KernelSettings& options) {
   {
     std::lock_guard<std::mutex> lock(broken_mu());
-    if (broken_compiler() == options.cxx) return;
+    if (broken_compiler() == options.compiler) return;
   }
   size_t total = 0;
   for (const auto& kernel : kernels) total += kernel->program().instrs.size();
@@ -221,7 +221,7 @@ void submit_native(std::vector<std::shared_ptr<TieredKernel>> kernels,
 }  // namespace
 
 std::vector<std::shared_ptr<const CompiledKernel>> get_kernels(
-    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options) {
+    const std::vector<const KernelProgram*>& programs, const KernelSettings& options) {
   const std::string method = options.native ? "native:" : "interpreter:";
   std::vector<std::shared_ptr<const CompiledKernel>> result(programs.size());
   std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> fresh;
@@ -262,4 +262,4 @@ void wait_background_compiles() {
   service().wait_idle();
 }
 
-}  // namespace lt::compiler
+}  // namespace lt::backend::cpu

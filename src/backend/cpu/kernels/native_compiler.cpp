@@ -14,11 +14,11 @@
 #include <mutex>
 #include <sstream>
 
-#include "compiler/compiled_kernel.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
 #include "lazytensor/error.h"
 #include "metrics/metrics_registry.h"
 
-namespace lt::compiler {
+namespace lt::backend::cpu {
 
 namespace fs = std::filesystem;
 
@@ -86,19 +86,19 @@ std::string read_file(const fs::path& path) {
 }  // namespace
 
 std::vector<std::shared_ptr<CompiledKernel>> compile_native(
-    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options) {
+    const std::vector<const KernelProgram*>& programs, const KernelSettings& options) {
   std::vector<std::string> symbols;
   for (const KernelProgram* program : programs) {
     char name[40];
     std::snprintf(name, sizeof name, "lt_kernel_%016llx",
-                  static_cast<unsigned long long>(hash_string(program->key())));
+                  static_cast<unsigned long long>(compiler::hash_string(program->key())));
     symbols.push_back(name);
   }
   const std::string source = generate_source(programs, symbols);
-  const std::string command = options.cxx + " " + kFlags;
+  const std::string command = options.compiler + " " + kFlags;
   char stem[40];
   std::snprintf(stem, sizeof stem, "lt_%016llx",
-                static_cast<unsigned long long>(hash_string(command + "\n" + source)));
+                static_cast<unsigned long long>(compiler::hash_string(command + "\n" + source)));
 
   const fs::path dir = options.cache_dir;
   std::error_code ec;
@@ -158,4 +158,4 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
   return kernels;
 }
 
-}  // namespace lt::compiler
+}  // namespace lt::backend::cpu

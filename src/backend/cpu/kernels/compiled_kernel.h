@@ -4,9 +4,16 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "compiler/kernel_program.h"
 
-namespace lt::compiler {
+namespace lt::backend::cpu {
+
+// The neutral kernel programs (compiler/kernel_program.h) these kernels run.
+using compiler::Instr;
+using compiler::InstrKind;
+using compiler::KernelProgram;
+using compiler::ReduceKind;
 
 // A kernel ready to run: evaluates its program over n elements of contiguous input arrays
 // and writes n elements of each output (a reduction kernel writes the values it folds).
@@ -25,18 +32,6 @@ class CompiledKernel {
   virtual const CompiledKernel& resolve() const { return *this; }
 };
 
-// How kernels are compiled, handed down by the backend (the compiler reads no settings).
-struct KernelCompileOptions {
-  bool native = true;  // false: the interpreter only
-  // Native kernels start interpreted and switch once their code is compiled in the
-  // background, so no step waits for the system compiler. false: wait for it.
-  bool tiered = true;
-  std::string cxx = "c++";   // the system compiler (LT_CXX)
-  std::string cache_dir;     // shared objects on disk
-  size_t cache_bytes = 0;    // their byte bound
-  size_t cache_entries = 0;  // kernels kept in memory
-};
-
 std::shared_ptr<CompiledKernel> make_interpreted_kernel(const KernelProgram& program);
 
 // C++ source for the given programs, one extern "C" function per program named by `symbols`,
@@ -48,17 +43,17 @@ std::string generate_source(const std::vector<const KernelProgram*>& programs,
 // (in options.cache_dir) keyed by the source and the compiler command. Throws lt::Error when
 // the compiler fails.
 std::vector<std::shared_ptr<CompiledKernel>> compile_native(
-    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options);
+    const std::vector<const KernelProgram*>& programs, const KernelSettings& options);
 
 // The in-memory kernel cache in front of both methods: programs already compiled with the
 // requested method are returned at once. The rest are compiled in parallel batches, in the
 // background when options.tiered (running interpreted meanwhile). A native compile that
 // fails leaves its kernels interpreted and says so once on stderr.
 std::vector<std::shared_ptr<const CompiledKernel>> get_kernels(
-    const std::vector<const KernelProgram*>& programs, const KernelCompileOptions& options);
+    const std::vector<const KernelProgram*>& programs, const KernelSettings& options);
 size_t kernel_cache_size();
 void clear_kernel_cache();
 // Blocks until every background kernel compile has finished.
 void wait_background_compiles();
 
-}  // namespace lt::compiler
+}  // namespace lt::backend::cpu

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <string>
 
-#include "compiler/compiled_kernel.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 
-namespace lt::compiler {
+namespace lt::backend::cpu {
 
 extern const char* const kKernelPrelude;  // kernel_prelude.h with op_table.def inlined
 
@@ -214,4 +214,4 @@ std::string generate_source(const std::vector<const KernelProgram*>& programs,
   return out;
 }
 
-}  // namespace lt::compiler
+}  // namespace lt::backend::cpu

@@ -1,0 +1,210 @@
+// Helpers and functors shared by the CPU backend's kernel interpreter and its generated kernel
+// source: the code generator embeds this file, with ir/op_semantics.h and ir/op_table.def
+// inlined, at the top of every source it compiles, so interpreted and compiled kernels evaluate
+// the same expressions. The math here (exp, log, tanh, erf without libm calls) is the CPU's
+// own choice of how to compute the op table's rows; what the rows mean is in ir/. It includes
+// no standard header, to keep each kernel compile short.
+#pragma once
+
+#include "ir/op_semantics.h"
+
+namespace lt_kernel {
+
+inline float lt_abs(float x) {
+  return __builtin_fabsf(x);
+}
+inline double lt_abs(double x) {
+  return __builtin_fabs(x);
+}
+inline float lt_sqrt(float x) {
+  return __builtin_sqrtf(x);
+}
+inline double lt_sqrt(double x) {
+  return __builtin_sqrt(x);
+}
+// exp and erf in f32 without a libm call, so that loops over them vectorize (libm's expf and
+// erff are scalar calls: erff alone took a tenth of a BERT training step). Their polynomials
+// are Horner steps of explicit fused multiply-adds: one rounding a step and half the
+// instructions (1.3x on exp, 1.4x on erf), and the same bits in the interpreter (libm's fmaf,
+// correctly rounded) as in kernels (the instruction), which contractions left to the compiler
+// would not give. exp: Cody-Waite reduction by ln 2 and Cephes' degree-6 polynomial, within
+// 1.4 ulp; 2^k applied in two halves so that results down to the smallest subnormal come out
+// right.
+inline float lt_exp(float x) {
+  const float clamped = x < -110.0f ? -110.0f : (x > 100.0f ? 100.0f : x);
+  const float k = __builtin_rintf(clamped * 1.44269504088896341f);
+  const float r = __builtin_fmaf(k, 2.12194440e-4f, __builtin_fmaf(k, -0.693359375f, clamped));
+  float p = 1.9875691500e-4f;
+  p = __builtin_fmaf(p, r, 1.3981999507e-3f);
+  p = __builtin_fmaf(p, r, 8.3334519073e-3f);
+  p = __builtin_fmaf(p, r, 4.1665795894e-2f);
+  p = __builtin_fmaf(p, r, 1.6666665459e-1f);
+  p = __builtin_fmaf(p, r, 5.0000001201e-1f);
+  const float y = __builtin_fmaf(p, r * r, r) + 1.0f;
+  const int ki = static_cast<int>(k);
+  const int k1 = ki >> 1;
+  const unsigned int b1 = static_cast<unsigned int>(k1 + 127) << 23;
+  const unsigned int b2 = static_cast<unsigned int>(ki - k1 + 127) << 23;
+  float s1, s2;
+  __builtin_memcpy(&s1, &b1, 4);
+  __builtin_memcpy(&s2, &b2, 4);
+  const float result = y * s1 * s2;
+  return x != x ? x : result;
+}
+inline double lt_exp(double x) {
+  return __builtin_exp(x);
+}
+// log without a libm call, like exp. x = 2^e m with m in [sqrt(1/2), sqrt 2), from the bits
+// (subnormals scaled by 2^23 first); log(m) = f - f^2 / 2 + f^3 P(f) with f = m - 1 exact,
+// Cephes' degree-8 polynomial; e ln 2 added in two parts as in exp. Within 0.83 ulp over every
+// positive float. Special values (negative, zero, infinity, NaN) are selected at the end, so
+// the loop has no branch.
+inline float lt_log(float x) {
+  const bool subnormal = x < 0x1p-126f;
+  const float scaled = subnormal ? x * 0x1p23f : x;
+  unsigned int bits;
+  __builtin_memcpy(&bits, &scaled, 4);
+  int e = static_cast<int>((bits >> 23) & 0xffu) - 126 - (subnormal ? 23 : 0);
+  bits = (bits & 0x007fffffu) | 0x3f000000u;
+  float m;
+  __builtin_memcpy(&m, &bits, 4);  // in [0.5, 1)
+  const bool low = m < 0.707106781186547524f;
+  e = low ? e - 1 : e;
+  const float f = low ? (m + m) - 1.0f : m - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = __builtin_fmaf(p, f, -1.1514610310e-1f);
+  p = __builtin_fmaf(p, f, 1.1676998740e-1f);
+  p = __builtin_fmaf(p, f, -1.2420140846e-1f);
+  p = __builtin_fmaf(p, f, 1.4249322787e-1f);
+  p = __builtin_fmaf(p, f, -1.6668057665e-1f);
+  p = __builtin_fmaf(p, f, 2.0000714765e-1f);
+  p = __builtin_fmaf(p, f, -2.4999993993e-1f);
+  p = __builtin_fmaf(p, f, 3.3333331174e-1f);
+  const float fe = static_cast<float>(e);
+  float y = __builtin_fmaf(fe, -2.12194440e-4f, p * f * z);
+  y = __builtin_fmaf(z, -0.5f, y);
+  const float result = __builtin_fmaf(fe, 0.693359375f, f + y);
+  const float special = x < 0.0f ? __builtin_nanf("") : (x == 0.0f ? -__builtin_inff() : x);
+  return (x != x || x <= 0.0f || x == __builtin_inff()) ? special : result;
+}
+inline double lt_log(double x) {
+  return __builtin_log(x);
+}
+// tanh without a libm call, for the same reason as exp (GELU's tanh form, as GPT-2 uses, runs
+// it over every activation). Below 0.625 Cephes' odd polynomial, x + x^3 P(x^2); above,
+// 1 - 2 / (exp(2|x|) + 1), which exp's overflow to infinity takes to 1. Both branches are
+// computed and one selected, and the sign is copied from x so that tanh(-0) is -0.
+inline float lt_tanh(float x) {
+  const float a = __builtin_fabsf(x);
+  const float z = a * a;
+  float p = -5.70498872745e-3f;
+  p = __builtin_fmaf(p, z, 2.06390887954e-2f);
+  p = __builtin_fmaf(p, z, -5.37397155531e-2f);
+  p = __builtin_fmaf(p, z, 1.33314422036e-1f);
+  p = __builtin_fmaf(p, z, -3.33332819422e-1f);
+  const float small = __builtin_fmaf(a, p * z, a);
+  const float large = 1.0f - 2.0f / (lt_exp(2.0f * a) + 1.0f);
+  const float result = __builtin_copysignf(a < 0.625f ? small : large, x);
+  return x != x ? x : result;
+}
+inline double lt_tanh(double x) {
+  return __builtin_tanh(x);
+}
+// erf: below 0.84375 fdlibm's x + x P(x^2) / Q(x^2); above, Abramowitz & Stegun 7.1.26 (as
+// PyTorch's vectorized CPU erf), 1 - t P(t) exp(-x^2) with t = 1 / (1 + 0.3275911 |x|). Within
+// 5 ulp (2.5e-7 absolute; 2.46e-7 the largest error over every float of [-12, 12]). Both
+// branches are computed and one is selected: no branch to stop vectorization. `exp_neg_square` is
+// exp(-x^2), which GELU's derivative shares.
+inline float lt_erf_sharing_exp(float x, float exp_neg_square) {
+  const float a = __builtin_fabsf(x);
+  const float z = x * x;
+  float num = -2.3763017452e-05f;
+  num = __builtin_fmaf(num, z, -5.7702702470e-03f);
+  num = __builtin_fmaf(num, z, -2.8481749818e-02f);
+  num = __builtin_fmaf(num, z, -3.2504209876e-01f);
+  num = __builtin_fmaf(num, z, 1.2837916613e-01f);
+  float den = -3.9602282413e-06f;
+  den = __builtin_fmaf(den, z, 1.3249473704e-04f);
+  den = __builtin_fmaf(den, z, 5.0813062117e-03f);
+  den = __builtin_fmaf(den, z, 6.5022252500e-02f);
+  den = __builtin_fmaf(den, z, 3.9791721106e-01f);
+  den = __builtin_fmaf(den, z, 1.0f);
+  const float small = __builtin_fmaf(x, num / den, x);
+  const float t = 1.0f / __builtin_fmaf(0.3275911f, a, 1.0f);
+  float poly = 1.061405429f;
+  poly = __builtin_fmaf(poly, t, -1.453152027f);
+  poly = __builtin_fmaf(poly, t, 1.421413741f);
+  poly = __builtin_fmaf(poly, t, -0.284496736f);
+  poly = __builtin_fmaf(poly, t, 0.254829592f);
+  const float tail = __builtin_fmaf(-(t * poly), exp_neg_square, 1.0f);
+  const float large = x < 0.0f ? -tail : tail;
+  const float result = a < 0.84375f ? small : large;
+  return x != x ? x : result;
+}
+inline float lt_erf(float x) {
+  return lt_erf_sharing_exp(x, lt_exp(-(x * x)));
+}
+inline double lt_erf(double x) {
+  return __builtin_erf(x);
+}
+// GELU's derivative, d/dx x Phi(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2:
+// erf's exp(-u^2) at u = x / sqrt 2 is exp(-x^2 / 2), the density's, so one exp serves both
+// where the composed ops take two.
+inline float lt_gelu_derivative(float x) {
+  const float u = x * 0.707106781186547524f;
+  const float e = lt_exp(-(u * u));
+  const float cdf = (lt_erf_sharing_exp(u, e) + 1.0f) * 0.5f;
+  return __builtin_fmaf(x, e * 0.398942280401432678f, cdf);
+}
+inline double lt_gelu_derivative(double x) {
+  return (__builtin_erf(x * 0.70710678118654752440) + 1.0) * 0.5 +
+         x * __builtin_exp(-0.5 * x * x) * 0.39894228040143267794;
+}
+// The exponents that `x ** 2` and its gradient (2 x^1) bring, exactly and without a libm call:
+// the exponent is a kernel argument, so the compiler unswitches the loop on it and the x * x
+// copy vectorizes (glibc's powf: 14-25 ns an element on one thread here; the square: 0.2).
+// x * x is correctly rounded, which glibc's powf(x, 2) is not for about 1 value in 1400.
+inline float lt_pow(float x, float y) {
+  return y == 2.0f ? x * x : (y == 1.0f ? x : __builtin_powf(x, y));
+}
+inline double lt_pow(double x, double y) {
+  return __builtin_pow(x, y);
+}
+// NaN-propagating, as torch.maximum / torch.minimum; a + b is NaN when either is.
+template <class T>
+inline T lt_maximum(T a, T b) {
+  return (a != a || b != b) ? a + b : (a > b ? a : b);
+}
+template <class T>
+inline T lt_minimum(T a, T b) {
+  return (a != a || b != b) ? a + b : (a < b ? a : b);
+}
+
+#define LT_UNARY(Name, name, expr, ref) \
+  struct Name##Fn {                     \
+    template <class T>                  \
+    T operator()(T a) const {           \
+      return expr;                      \
+    }                                   \
+  };
+#define LT_BINARY(Name, name, expr, ref) \
+  struct Name##Fn {                      \
+    template <class T>                   \
+    T operator()(T a, T b) const {       \
+      return expr;                       \
+    }                                    \
+  };
+#define LT_TERNARY(Name, name, expr, ref) \
+  struct Name##Fn {                       \
+    template <class T>                    \
+    T operator()(T a, T b, T c) const {   \
+      return expr;                        \
+    }                                     \
+  };
+#include "ir/op_table.def"
+#undef LT_UNARY
+#undef LT_BINARY
+#undef LT_TERNARY
+
+}  // namespace lt_kernel
