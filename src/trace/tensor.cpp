@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <string>
 
 #include "autograd/function.h"
@@ -117,7 +116,6 @@ std::vector<int> mask_dims(uint32_t mask, int rank) {
 }
 
 Tensor unreduce(const Tensor& g, const Shape& shape, uint32_t mask, bool keepdim);
-Tensor indicator(const Tensor& mask, const Tensor& like);
 
 Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool keepdim) {
   ir::NodePtr v = value_of(t, op);
@@ -148,7 +146,7 @@ Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool 
             return Gradients{unreduce(g, shape, mask, keepdim) / static_cast<double>(reduced)};
           case OpKind::Max: {
             // Ties share the gradient evenly, as torch.amax.
-            const Tensor hits = indicator(x.eq(unreduce(y, shape, mask, keepdim)), x);
+            const Tensor hits = autograd::indicator(x.eq(unreduce(y, shape, mask, keepdim)), x);
             const Tensor count =
                 unreduce(hits.sum(mask_dims(mask, shape.rank()), true), shape, mask, true);
             return Gradients{unreduce(g, shape, mask, keepdim) * hits / count};
@@ -170,50 +168,15 @@ uint32_t all_dims(const Tensor& t) {
   return t.dim() == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << t.dim()) - 1);
 }
 
-// A unary op whose derivative is a function of the upstream gradient, the input and the output.
-using UnaryDerivative = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& y);
+using autograd::Operands;
 
-Tensor unary_op(const Tensor& self, OpKind kind, const char* op, UnaryDerivative derivative) {
-  Tensor out = trace::make_tensor(unary(self, kind, op));
-  if (!autograd::needs_grad({&self})) return out;
-  return autograd::record(op, out, {&self},
-                          [x = autograd::saved(self), y = autograd::saved(out),
-                           derivative](const Tensor& g) { return Gradients{derivative(g, x, y)}; });
-}
-
-// Records a two-input op: derivative(g, a, b, y) gives the gradients before summing back
-// over broadcast dims.
-using BinaryDerivative = Gradients (*)(const Tensor& g, const Tensor& a, const Tensor& b,
-                                       const Tensor& y);
-
-Tensor binary_op(const char* op, Tensor out, const Tensor& a, const Tensor& b,
-                 BinaryDerivative derivative) {
-  if (!autograd::needs_grad({&a, &b})) return out;
-  return autograd::record(op, out, {&a, &b},
-                          [sa = autograd::saved(a), sb = autograd::saved(b),
-                           y = autograd::saved(out), derivative](const Tensor& g) {
-                            Gradients grads = derivative(g, sa, sb, y);
-                            grads[0] = autograd::sum_to(grads[0], sa.shape());
-                            grads[1] = autograd::sum_to(grads[1], sb.shape());
-                            return grads;
-                          });
-}
-
-// Records a one-input op over a number: derivative(g, x, y, number).
-using ScalarDerivative = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& y,
-                                    double number);
-
-Tensor scalar_op(const char* op, Tensor out, const Tensor& x, double number,
-                 ScalarDerivative derivative) {
-  if (!autograd::needs_grad({&x})) return out;
-  return autograd::record(op, out, {&x},
-                          [sx = autograd::saved(x), y = autograd::saved(out), number, derivative](
-                              const Tensor& g) { return Gradients{derivative(g, sx, y, number)}; });
-}
-
-// 1 where `mask` holds, else 0, in `like`'s dtype.
-Tensor indicator(const Tensor& mask, const Tensor& like) {
-  return mask.to(like.dtype());
+// A table op's result, its gradient recorded as the op's row of derivatives.def when one flows.
+Tensor table_op(const char* op, OpKind kind, Operands operands, ir::NodePtr node,
+                std::initializer_list<const Tensor*> tensors,
+                std::initializer_list<double> numbers = {}) {
+  Tensor out = trace::make_tensor(std::move(node));
+  if (!autograd::needs_grad(tensors)) return out;
+  return autograd::record(kind, operands, op, std::move(out), tensors, numbers);
 }
 
 // A gradient of a reduction's result spread back over the reduced dims of `shape`.
@@ -311,189 +274,93 @@ double Tensor::item() const {
 
 Tensor Tensor::add(const Tensor& other) const {
   const runtime::TraceScope scope("add");
-  return binary_op("add", trace::make_tensor(binary(*this, other, OpKind::Add, "add")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g, g};
-                   });
+  return table_op("add", OpKind::Add, Operands::tensor_tensor,
+                  binary(*this, other, OpKind::Add, "add"), {this, &other});
 }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   const runtime::TraceScope scope("add");
-  Tensor out = trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
-  if (!autograd::needs_grad({this, &other})) return out;
-  return autograd::record(
-      "add", out, {this, &other}, [sa = shape(), sb = other.shape(), alpha](const Tensor& g) {
-        return Gradients{autograd::sum_to(g, sa), autograd::sum_to(g * (alpha), sb)};
-      });
+  return table_op("add", OpKind::Add, Operands::tensor_tensor_number,
+                  scaled(*this, other, alpha, OpKind::Add, "add"), {this, &other}, {alpha});
 }
 Tensor Tensor::add(double other) const {
   const runtime::TraceScope scope("add");
-  return scalar_op("add", trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g;
-                   });
+  return table_op("add", OpKind::Add, Operands::tensor_number,
+                  with_scalar(*this, other, OpKind::Add, "add"), {this}, {other});
 }
 Tensor Tensor::sub(const Tensor& other) const {
   const runtime::TraceScope scope("sub");
-  return binary_op("sub", trace::make_tensor(binary(*this, other, OpKind::Sub, "sub")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g, g.neg()};
-                   });
+  return table_op("sub", OpKind::Sub, Operands::tensor_tensor,
+                  binary(*this, other, OpKind::Sub, "sub"), {this, &other});
 }
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
   const runtime::TraceScope scope("sub");
-  Tensor out = trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
-  if (!autograd::needs_grad({this, &other})) return out;
-  return autograd::record(
-      "sub", out, {this, &other}, [sa = shape(), sb = other.shape(), alpha](const Tensor& g) {
-        return Gradients{autograd::sum_to(g, sa), autograd::sum_to(g * (-alpha), sb)};
-      });
+  return table_op("sub", OpKind::Sub, Operands::tensor_tensor_number,
+                  scaled(*this, other, alpha, OpKind::Sub, "sub"), {this, &other}, {alpha});
 }
 Tensor Tensor::sub(double other) const {
   const runtime::TraceScope scope("sub");
-  return scalar_op("sub", trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g;
-                   });
+  return table_op("sub", OpKind::Sub, Operands::tensor_number,
+                  with_scalar(*this, other, OpKind::Sub, "sub"), {this}, {other});
 }
 Tensor Tensor::mul(const Tensor& other) const {
   const runtime::TraceScope scope("mul");
-  return binary_op("mul", trace::make_tensor(binary(*this, other, OpKind::Mul, "mul")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g * b, g * a};
-                   });
+  return table_op("mul", OpKind::Mul, Operands::tensor_tensor,
+                  binary(*this, other, OpKind::Mul, "mul"), {this, &other});
 }
 Tensor Tensor::mul(double other) const {
   const runtime::TraceScope scope("mul");
-  return scalar_op("mul", trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g * s;
-                   });
+  return table_op("mul", OpKind::Mul, Operands::tensor_number,
+                  with_scalar(*this, other, OpKind::Mul, "mul"), {this}, {other});
 }
 Tensor Tensor::div(const Tensor& other) const {
   const runtime::TraceScope scope("div");
-  return binary_op("div", trace::make_tensor(binary(*this, other, OpKind::Div, "div")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g / b, (g * y / b).neg()};
-                   });
+  return table_op("div", OpKind::Div, Operands::tensor_tensor,
+                  binary(*this, other, OpKind::Div, "div"), {this, &other});
 }
 Tensor Tensor::div(double other) const {
   const runtime::TraceScope scope("div");
-  return scalar_op("div", trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g / s;
-                   });
+  return table_op("div", OpKind::Div, Operands::tensor_number,
+                  with_scalar(*this, other, OpKind::Div, "div"), {this}, {other});
 }
 Tensor Tensor::pow(double exponent) const {
   const runtime::TraceScope scope("pow");
-  return scalar_op("pow", trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow")),
-                   *this, exponent, [](const Tensor& g, const Tensor& x, const Tensor&, double s) {
-                     // x^0 is 1 everywhere: its derivative is 0, also at x = 0 (where the
-                     // formula below would give 0 * inf).
-                     if (s == 0.0) return zeros_like(x);
-                     return g * s * x.pow(s - 1.0);
-                   });
+  return table_op("pow", OpKind::Pow, Operands::tensor_number,
+                  with_scalar(*this, exponent, OpKind::Pow, "pow"), {this}, {exponent});
 }
 Tensor Tensor::maximum(const Tensor& other) const {
   const runtime::TraceScope scope("maximum");
-  return binary_op(
-      "maximum", trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum")), *this, other,
-      [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-        (void)a;
-        (void)b;
-        (void)y;
-        // Ties share the gradient, as torch.maximum.
-        const Tensor tie = indicator(a.eq(b), a) * 0.5;
-        return Gradients{g * (indicator(a.gt(b), a) + tie), g * (indicator(b.gt(a), a) + tie)};
-      });
+  return table_op("maximum", OpKind::Maximum, Operands::tensor_tensor,
+                  binary(*this, other, OpKind::Maximum, "maximum"), {this, &other});
 }
 Tensor Tensor::minimum(const Tensor& other) const {
   const runtime::TraceScope scope("minimum");
-  return binary_op(
-      "minimum", trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum")), *this, other,
-      [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-        (void)a;
-        (void)b;
-        (void)y;
-        const Tensor tie = indicator(a.eq(b), a) * 0.5;
-        return Gradients{g * (indicator(a.lt(b), a) + tie), g * (indicator(b.lt(a), a) + tie)};
-      });
+  return table_op("minimum", OpKind::Minimum, Operands::tensor_tensor,
+                  binary(*this, other, OpKind::Minimum, "minimum"), {this, &other});
 }
 Tensor Tensor::clamp(double min, double max) const {
   const runtime::TraceScope scope("clamp");
-  Tensor out = trace::make_tensor(clamp_node(*this, min, max, "clamp"));
-  if (!autograd::needs_grad({this})) return out;
-  return autograd::record("clamp", out, {this},
-                          [x = autograd::saved(*this), min, max](const Tensor& g) {
-                            return Gradients{g * indicator(x.ge(min), x) * indicator(x.le(max), x)};
-                          });
+  return table_op("clamp", OpKind::Clamp, Operands::tensor_number_number,
+                  clamp_node(*this, min, max, "clamp"), {this}, {min, max});
 }
 Tensor Tensor::clamp_min(double min) const {
   const runtime::TraceScope scope("clamp_min");
-  return scalar_op("clamp_min",
-                   trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min")), *this,
-                   min, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g * indicator(x.ge(s), x);
-                   });
+  return table_op("clamp_min", OpKind::Maximum, Operands::tensor_number,
+                  with_scalar(*this, min, OpKind::Maximum, "clamp_min"), {this}, {min});
 }
 Tensor Tensor::clamp_max(double max) const {
   const runtime::TraceScope scope("clamp_max");
-  return scalar_op("clamp_max",
-                   trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max")), *this,
-                   max, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g * indicator(x.le(s), x);
-                   });
+  return table_op("clamp_max", OpKind::Minimum, Operands::tensor_number,
+                  with_scalar(*this, max, OpKind::Minimum, "clamp_max"), {this}, {max});
 }
 Tensor Tensor::lerp(const Tensor& end, double weight) const {
   const runtime::TraceScope scope("lerp");
-  Tensor out = trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
-  if (!autograd::needs_grad({this, &end})) return out;
-  return autograd::record("lerp", out, {this, &end},
-                          [sa = shape(), se = end.shape(), weight](const Tensor& g) {
-                            return Gradients{autograd::sum_to(g * (1.0 - weight), sa),
-                                             autograd::sum_to(g * weight, se)};
-                          });
+  return table_op("lerp", OpKind::Lerp, Operands::tensor_tensor_number,
+                  lerp_node(*this, end, weight, "lerp"), {this, &end}, {weight});
 }
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
   const runtime::TraceScope scope("lerp");
-  Tensor out = trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
-  if (!autograd::needs_grad({this, &end, &weight})) return out;
-  return autograd::record("lerp", out, {this, &end, &weight},
-                          [a = autograd::saved(*this), e = autograd::saved(end),
-                           w = autograd::saved(weight)](const Tensor& g) {
-                            return Gradients{autograd::sum_to(g * (1.0 - w), a.shape()),
-                                             autograd::sum_to(g * w, e.shape()),
-                                             autograd::sum_to(g * (e - a), w.shape())};
-                          });
+  return table_op("lerp", OpKind::Lerp, Operands::tensor_tensor_tensor,
+                  lerp_node(*this, end, weight, "lerp"), {this, &end, &weight});
 }
 Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double value) const {
   const runtime::TraceScope scope("addcmul");
@@ -521,86 +388,48 @@ Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double valu
 }
 Tensor Tensor::neg() const {
   const runtime::TraceScope scope("neg");
-  return unary_op(*this, OpKind::Neg, "neg", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g.neg();
-  });
+  return table_op("neg", OpKind::Neg, Operands::tensor, unary(*this, OpKind::Neg, "neg"), {this});
 }
 Tensor Tensor::abs() const {
   const runtime::TraceScope scope("abs");
-  return unary_op(*this, OpKind::Abs, "abs", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g * x.sign();
-  });
+  return table_op("abs", OpKind::Abs, Operands::tensor, unary(*this, OpKind::Abs, "abs"), {this});
 }
 Tensor Tensor::sqrt() const {
   const runtime::TraceScope scope("sqrt");
-  return unary_op(*this, OpKind::Sqrt, "sqrt",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * 0.5 / y;
-                  });
+  return table_op("sqrt", OpKind::Sqrt, Operands::tensor, unary(*this, OpKind::Sqrt, "sqrt"),
+                  {this});
 }
 Tensor Tensor::rsqrt() const {
   const runtime::TraceScope scope("rsqrt");
-  return unary_op(*this, OpKind::Rsqrt, "rsqrt",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * y * y * y * -0.5;
-                  });
+  return table_op("rsqrt", OpKind::Rsqrt, Operands::tensor, unary(*this, OpKind::Rsqrt, "rsqrt"),
+                  {this});
 }
 Tensor Tensor::exp() const {
   const runtime::TraceScope scope("exp");
-  return unary_op(*this, OpKind::Exp, "exp", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g * y;
-  });
+  return table_op("exp", OpKind::Exp, Operands::tensor, unary(*this, OpKind::Exp, "exp"), {this});
 }
 Tensor Tensor::log() const {
   const runtime::TraceScope scope("log");
-  return unary_op(*this, OpKind::Log, "log", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g / x;
-  });
+  return table_op("log", OpKind::Log, Operands::tensor, unary(*this, OpKind::Log, "log"), {this});
 }
 Tensor Tensor::tanh() const {
   const runtime::TraceScope scope("tanh");
-  return unary_op(*this, OpKind::Tanh, "tanh",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * (1.0 - y * y);
-                  });
+  return table_op("tanh", OpKind::Tanh, Operands::tensor, unary(*this, OpKind::Tanh, "tanh"),
+                  {this});
 }
 Tensor Tensor::sigmoid() const {
   const runtime::TraceScope scope("sigmoid");
-  return unary_op(*this, OpKind::Sigmoid, "sigmoid",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * y * (1.0 - y);
-                  });
+  return table_op("sigmoid", OpKind::Sigmoid, Operands::tensor,
+                  unary(*this, OpKind::Sigmoid, "sigmoid"), {this});
 }
 Tensor Tensor::relu() const {
   const runtime::TraceScope scope("relu");
-  return unary_op(*this, OpKind::Relu, "relu",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * indicator(x.gt(0.0), x);
-                  });
+  return table_op("relu", OpKind::Relu, Operands::tensor, unary(*this, OpKind::Relu, "relu"),
+                  {this});
 }
 Tensor Tensor::erf() const {
   const runtime::TraceScope scope("erf");
-  return unary_op(*this, OpKind::Erf, "erf", [](const Tensor& g, const Tensor& x, const Tensor&) {
-    return g * (x * x).neg().exp() * (2.0 / std::sqrt(std::numbers::pi));
-  });
+  return table_op("erf", OpKind::Erf, Operands::tensor, unary(*this, OpKind::Erf, "erf"), {this});
 }
 Tensor Tensor::sign() const {
   const runtime::TraceScope scope("sign");
@@ -608,12 +437,8 @@ Tensor Tensor::sign() const {
 }
 Tensor Tensor::clone() const {
   const runtime::TraceScope scope("clone");
-  return unary_op(*this, OpKind::Identity, "clone",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g;
-                  });
+  return table_op("clone", OpKind::Identity, Operands::tensor,
+                  unary(*this, OpKind::Identity, "clone"), {this});
 }
 
 Tensor Tensor::to(DType dtype) const {
@@ -877,13 +702,8 @@ Tensor operator*(double a, const Tensor& b) {
 Tensor operator/(double a, const Tensor& b) {
   const runtime::TraceScope scope("div");
   ir::NodePtr v = value_of(b, "div");
-  Tensor out =
-      trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}));
-  if (!autograd::needs_grad({&b})) return out;
-  return autograd::record("div", out, {&b},
-                          [x = autograd::saved(b), y = autograd::saved(out)](const Tensor& g) {
-                            return Gradients{(g * y / x).neg()};
-                          });
+  return table_op("div", OpKind::Div, Operands::number_tensor,
+                  elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}), {&b}, {a});
 }
 Tensor operator-(const Tensor& a) {
   const runtime::TraceScope scope("neg");
