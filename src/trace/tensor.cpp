@@ -45,10 +45,11 @@ ir::NodePtr with_scalar(const Tensor& a, double s, OpKind kind, const char* op) 
   return elementwise(op, kind, {v, scalar(s, v->dtype, *v->device)});
 }
 
-ir::NodePtr clamp_node(const Tensor& t, double min, double max, const char* op) {
+// t (kind) two numbers, as clamp's min and max or an activation's parameters.
+ir::NodePtr with_scalars(const Tensor& t, double s0, double s1, OpKind kind, const char* op) {
   ir::NodePtr v = value_of(t, op);
-  return elementwise(op, OpKind::Clamp,
-                     {v, scalar(min, v->dtype, *v->device), scalar(max, v->dtype, *v->device)});
+  return elementwise(op, kind,
+                     {v, scalar(s0, v->dtype, *v->device), scalar(s1, v->dtype, *v->device)});
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, double weight, const char* op) {
@@ -272,75 +273,109 @@ double Tensor::item() const {
   return to_vector<double>()[0];
 }
 
-Tensor Tensor::add(const Tensor& other) const {
-  const runtime::TraceScope scope("add");
-  return table_op("add", OpKind::Add, Operands::tensor_tensor,
-                  binary(*this, other, OpKind::Add, "add"), {this, &other});
-}
-Tensor Tensor::add(const Tensor& other, double alpha) const {
-  const runtime::TraceScope scope("add");
-  return table_op("add", OpKind::Add, Operands::tensor_tensor_number,
-                  scaled(*this, other, alpha, OpKind::Add, "add"), {this, &other}, {alpha});
-}
-Tensor Tensor::add(double other) const {
-  const runtime::TraceScope scope("add");
-  return table_op("add", OpKind::Add, Operands::tensor_number,
-                  with_scalar(*this, other, OpKind::Add, "add"), {this}, {other});
-}
-Tensor Tensor::sub(const Tensor& other) const {
-  const runtime::TraceScope scope("sub");
-  return table_op("sub", OpKind::Sub, Operands::tensor_tensor,
-                  binary(*this, other, OpKind::Sub, "sub"), {this, &other});
-}
-Tensor Tensor::sub(const Tensor& other, double alpha) const {
-  const runtime::TraceScope scope("sub");
-  return table_op("sub", OpKind::Sub, Operands::tensor_tensor_number,
-                  scaled(*this, other, alpha, OpKind::Sub, "sub"), {this, &other}, {alpha});
-}
-Tensor Tensor::sub(double other) const {
-  const runtime::TraceScope scope("sub");
-  return table_op("sub", OpKind::Sub, Operands::tensor_number,
-                  with_scalar(*this, other, OpKind::Sub, "sub"), {this}, {other});
-}
-Tensor Tensor::mul(const Tensor& other) const {
-  const runtime::TraceScope scope("mul");
-  return table_op("mul", OpKind::Mul, Operands::tensor_tensor,
-                  binary(*this, other, OpKind::Mul, "mul"), {this, &other});
-}
-Tensor Tensor::mul(double other) const {
-  const runtime::TraceScope scope("mul");
-  return table_op("mul", OpKind::Mul, Operands::tensor_number,
-                  with_scalar(*this, other, OpKind::Mul, "mul"), {this}, {other});
-}
-Tensor Tensor::div(const Tensor& other) const {
-  const runtime::TraceScope scope("div");
-  return table_op("div", OpKind::Div, Operands::tensor_tensor,
-                  binary(*this, other, OpKind::Div, "div"), {this, &other});
-}
-Tensor Tensor::div(double other) const {
-  const runtime::TraceScope scope("div");
-  return table_op("div", OpKind::Div, Operands::tensor_number,
-                  with_scalar(*this, other, OpKind::Div, "div"), {this}, {other});
-}
+// The ops of elementwise_ops.def. Each recording is one node of the row's OpKind, its gradient
+// that op's row of derivatives.def; in-place forms build the same node and rebind the tensor.
+#define LT_BINARY_METHODS(name, Kind)                                                           \
+  Tensor Tensor::name(const Tensor& other) const {                                              \
+    const runtime::TraceScope scope(#name);                                                     \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                               \
+                    binary(*this, other, OpKind::Kind, #name), {this, &other});                 \
+  }                                                                                             \
+  Tensor Tensor::name(double other) const {                                                     \
+    const runtime::TraceScope scope(#name);                                                     \
+    return table_op(#name, OpKind::Kind, Operands::tensor_number,                               \
+                    with_scalar(*this, other, OpKind::Kind, #name), {this}, {other});           \
+  }                                                                                             \
+  Tensor& Tensor::name##_(const Tensor& other) {                                                \
+    const runtime::TraceScope scope(#name "_");                                                 \
+    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_");      \
+  }                                                                                             \
+  Tensor& Tensor::name##_(double other) {                                                       \
+    const runtime::TraceScope scope(#name "_");                                                 \
+    return trace::assign(*this, with_scalar(*this, other, OpKind::Kind, #name "_"), #name "_"); \
+  }
+#define LT_BINARY_OP(name, Kind)                  \
+  LT_BINARY_METHODS(name, Kind)                   \
+  Tensor name(const Tensor& a, const Tensor& b) { \
+    const runtime::TraceScope scope(#name);       \
+    return a.name(b);                             \
+  }
+// a (Kind) alpha * b, alpha through the scalar policy, as torch.add(input, other, alpha=...).
+#define LT_BINARY_ALPHA_OP(name, Kind)                                                            \
+  LT_BINARY_METHODS(name, Kind)                                                                   \
+  Tensor Tensor::name(const Tensor& other, double alpha) const {                                  \
+    const runtime::TraceScope scope(#name);                                                       \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor_number,                          \
+                    scaled(*this, other, alpha, OpKind::Kind, #name), {this, &other}, {alpha});   \
+  }                                                                                               \
+  Tensor& Tensor::name##_(const Tensor& other, double alpha) {                                    \
+    const runtime::TraceScope scope(#name "_");                                                   \
+    return trace::assign(*this, scaled(*this, other, alpha, OpKind::Kind, #name "_"), #name "_"); \
+  }                                                                                               \
+  Tensor name(const Tensor& a, const Tensor& b, double alpha) {                                   \
+    const runtime::TraceScope scope(#name);                                                       \
+    return alpha == 1.0 ? a.name(b) : a.name(b, alpha);                                           \
+  }
+#define LT_ELEMENTWISE_EXTREMUM(name, Kind)                                                \
+  Tensor Tensor::name(const Tensor& other) const {                                         \
+    const runtime::TraceScope scope(#name);                                                \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                          \
+                    binary(*this, other, OpKind::Kind, #name), {this, &other});            \
+  }                                                                                        \
+  Tensor& Tensor::name##_(const Tensor& other) {                                           \
+    const runtime::TraceScope scope(#name "_");                                            \
+    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_"); \
+  }                                                                                        \
+  Tensor name(const Tensor& a, const Tensor& b) {                                          \
+    const runtime::TraceScope scope(#name);                                                \
+    return a.name(b);                                                                      \
+  }
+#define LT_UNARY_METHOD(name, Kind)                                                           \
+  Tensor Tensor::name() const {                                                               \
+    const runtime::TraceScope scope(#name);                                                   \
+    return table_op(#name, OpKind::Kind, Operands::tensor, unary(*this, OpKind::Kind, #name), \
+                    {this});                                                                  \
+  }
+#define LT_UNARY_OP(name, Kind)                                                    \
+  LT_UNARY_METHOD(name, Kind)                                                      \
+  Tensor& Tensor::name##_() {                                                      \
+    const runtime::TraceScope scope(#name "_");                                    \
+    return trace::assign(*this, unary(*this, OpKind::Kind, #name "_"), #name "_"); \
+  }
+#define LT_UNARY_FUNCTION(name, Kind) \
+  LT_UNARY_METHOD(name, Kind)         \
+  Tensor name(const Tensor& x) {      \
+    return x.name();                  \
+  }
+#define LT_UNARY_NO_GRAD(name, Kind)                              \
+  Tensor Tensor::name() const {                                   \
+    const runtime::TraceScope scope(#name);                       \
+    return trace::make_tensor(unary(*this, OpKind::Kind, #name)); \
+  }
+// Activations are defined on floating-point tensors only, as in torch.nn.functional.
+#define LT_ACTIVATION(name, Kind, p0, d0, p1, d1)                                   \
+  Tensor name(const Tensor& x, double p0, double p1) {                              \
+    const runtime::TraceScope scope(#name);                                         \
+    if (!dtype_is_floating(value_of(x, #name)->dtype)) {                            \
+      throw Error(std::string(#name) + ": expected a floating-point tensor, got " + \
+                  dtype_name(x.dtype()));                                           \
+    }                                                                               \
+    return table_op(#name, OpKind::Kind, Operands::tensor_number_number,            \
+                    with_scalars(x, p0, p1, OpKind::Kind, #name), {&x}, {p0, p1});  \
+  }
+#include "lazytensor/elementwise_ops.def"
+#undef LT_BINARY_METHODS
+#undef LT_UNARY_METHOD
+
 Tensor Tensor::pow(double exponent) const {
   const runtime::TraceScope scope("pow");
   return table_op("pow", OpKind::Pow, Operands::tensor_number,
                   with_scalar(*this, exponent, OpKind::Pow, "pow"), {this}, {exponent});
 }
-Tensor Tensor::maximum(const Tensor& other) const {
-  const runtime::TraceScope scope("maximum");
-  return table_op("maximum", OpKind::Maximum, Operands::tensor_tensor,
-                  binary(*this, other, OpKind::Maximum, "maximum"), {this, &other});
-}
-Tensor Tensor::minimum(const Tensor& other) const {
-  const runtime::TraceScope scope("minimum");
-  return table_op("minimum", OpKind::Minimum, Operands::tensor_tensor,
-                  binary(*this, other, OpKind::Minimum, "minimum"), {this, &other});
-}
 Tensor Tensor::clamp(double min, double max) const {
   const runtime::TraceScope scope("clamp");
   return table_op("clamp", OpKind::Clamp, Operands::tensor_number_number,
-                  clamp_node(*this, min, max, "clamp"), {this}, {min, max});
+                  with_scalars(*this, min, max, OpKind::Clamp, "clamp"), {this}, {min, max});
 }
 Tensor Tensor::clamp_min(double min) const {
   const runtime::TraceScope scope("clamp_min");
@@ -386,55 +421,6 @@ Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double valu
                          autograd::sum_to((g * t1 / (t2 * t2) * -value), t2.shape())};
       });
 }
-Tensor Tensor::neg() const {
-  const runtime::TraceScope scope("neg");
-  return table_op("neg", OpKind::Neg, Operands::tensor, unary(*this, OpKind::Neg, "neg"), {this});
-}
-Tensor Tensor::abs() const {
-  const runtime::TraceScope scope("abs");
-  return table_op("abs", OpKind::Abs, Operands::tensor, unary(*this, OpKind::Abs, "abs"), {this});
-}
-Tensor Tensor::sqrt() const {
-  const runtime::TraceScope scope("sqrt");
-  return table_op("sqrt", OpKind::Sqrt, Operands::tensor, unary(*this, OpKind::Sqrt, "sqrt"),
-                  {this});
-}
-Tensor Tensor::rsqrt() const {
-  const runtime::TraceScope scope("rsqrt");
-  return table_op("rsqrt", OpKind::Rsqrt, Operands::tensor, unary(*this, OpKind::Rsqrt, "rsqrt"),
-                  {this});
-}
-Tensor Tensor::exp() const {
-  const runtime::TraceScope scope("exp");
-  return table_op("exp", OpKind::Exp, Operands::tensor, unary(*this, OpKind::Exp, "exp"), {this});
-}
-Tensor Tensor::log() const {
-  const runtime::TraceScope scope("log");
-  return table_op("log", OpKind::Log, Operands::tensor, unary(*this, OpKind::Log, "log"), {this});
-}
-Tensor Tensor::tanh() const {
-  const runtime::TraceScope scope("tanh");
-  return table_op("tanh", OpKind::Tanh, Operands::tensor, unary(*this, OpKind::Tanh, "tanh"),
-                  {this});
-}
-Tensor Tensor::sigmoid() const {
-  const runtime::TraceScope scope("sigmoid");
-  return table_op("sigmoid", OpKind::Sigmoid, Operands::tensor,
-                  unary(*this, OpKind::Sigmoid, "sigmoid"), {this});
-}
-Tensor Tensor::relu() const {
-  const runtime::TraceScope scope("relu");
-  return table_op("relu", OpKind::Relu, Operands::tensor, unary(*this, OpKind::Relu, "relu"),
-                  {this});
-}
-Tensor Tensor::erf() const {
-  const runtime::TraceScope scope("erf");
-  return table_op("erf", OpKind::Erf, Operands::tensor, unary(*this, OpKind::Erf, "erf"), {this});
-}
-Tensor Tensor::sign() const {
-  const runtime::TraceScope scope("sign");
-  return trace::make_tensor(unary(*this, OpKind::Sign, "sign"));
-}
 Tensor Tensor::clone() const {
   const runtime::TraceScope scope("clone");
   return table_op("clone", OpKind::Identity, Operands::tensor,
@@ -452,53 +438,13 @@ Tensor Tensor::to(DType dtype) const {
                           [from = v->dtype](const Tensor& g) { return Gradients{g.to(from)}; });
 }
 
-Tensor& Tensor::add_(const Tensor& other) {
-  const runtime::TraceScope scope("add_");
-  return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_");
-}
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  const runtime::TraceScope scope("add_");
-  return trace::assign(*this, scaled(*this, other, alpha, OpKind::Add, "add_"), "add_");
-}
-Tensor& Tensor::add_(double other) {
-  const runtime::TraceScope scope("add_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_");
-}
-Tensor& Tensor::sub_(const Tensor& other) {
-  const runtime::TraceScope scope("sub_");
-  return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_");
-}
-Tensor& Tensor::sub_(const Tensor& other, double alpha) {
-  const runtime::TraceScope scope("sub_");
-  return trace::assign(*this, scaled(*this, other, alpha, OpKind::Sub, "sub_"), "sub_");
-}
-Tensor& Tensor::sub_(double other) {
-  const runtime::TraceScope scope("sub_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_");
-}
-Tensor& Tensor::mul_(const Tensor& other) {
-  const runtime::TraceScope scope("mul_");
-  return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_");
-}
-Tensor& Tensor::mul_(double other) {
-  const runtime::TraceScope scope("mul_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_");
-}
-Tensor& Tensor::div_(const Tensor& other) {
-  const runtime::TraceScope scope("div_");
-  return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_");
-}
-Tensor& Tensor::div_(double other) {
-  const runtime::TraceScope scope("div_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_");
-}
 Tensor& Tensor::pow_(double exponent) {
   const runtime::TraceScope scope("pow_");
   return trace::assign(*this, with_scalar(*this, exponent, OpKind::Pow, "pow_"), "pow_");
 }
 Tensor& Tensor::clamp_(double min, double max) {
   const runtime::TraceScope scope("clamp_");
-  return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_");
+  return trace::assign(*this, with_scalars(*this, min, max, OpKind::Clamp, "clamp_"), "clamp_");
 }
 Tensor& Tensor::clamp_min_(double min) {
   const runtime::TraceScope scope("clamp_min_");
@@ -526,51 +472,6 @@ Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double va
   return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"),
                        "addcdiv_");
 }
-Tensor& Tensor::neg_() {
-  const runtime::TraceScope scope("neg_");
-  return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_");
-}
-Tensor& Tensor::abs_() {
-  const runtime::TraceScope scope("abs_");
-  return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_");
-}
-Tensor& Tensor::sqrt_() {
-  const runtime::TraceScope scope("sqrt_");
-  return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_");
-}
-Tensor& Tensor::rsqrt_() {
-  const runtime::TraceScope scope("rsqrt_");
-  return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_");
-}
-Tensor& Tensor::exp_() {
-  const runtime::TraceScope scope("exp_");
-  return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_");
-}
-Tensor& Tensor::log_() {
-  const runtime::TraceScope scope("log_");
-  return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_");
-}
-Tensor& Tensor::tanh_() {
-  const runtime::TraceScope scope("tanh_");
-  return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_");
-}
-Tensor& Tensor::sigmoid_() {
-  const runtime::TraceScope scope("sigmoid_");
-  return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_");
-}
-Tensor& Tensor::relu_() {
-  const runtime::TraceScope scope("relu_");
-  return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_");
-}
-Tensor& Tensor::maximum_(const Tensor& other) {
-  const runtime::TraceScope scope("maximum_");
-  return trace::assign(*this, binary(*this, other, OpKind::Maximum, "maximum_"), "maximum_");
-}
-Tensor& Tensor::minimum_(const Tensor& other) {
-  const runtime::TraceScope scope("minimum_");
-  return trace::assign(*this, binary(*this, other, OpKind::Minimum, "minimum_"), "minimum_");
-}
-
 Tensor& Tensor::copy_(const Tensor& src) {
   const runtime::TraceScope scope("copy_");
   ir::NodePtr self = value_of(*this, "copy_");
@@ -630,63 +531,21 @@ Tensor Tensor::norm(const std::vector<int>& dims, bool keepdim) const {
                 reduce_mask("norm", checked(*this, "norm").shape(), dims), keepdim);
 }
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  const runtime::TraceScope scope("add");
-  return alpha == 1.0 ? a.add(b) : a.add(b, alpha);
-}
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  const runtime::TraceScope scope("sub");
-  return alpha == 1.0 ? a.sub(b) : a.sub(b, alpha);
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("mul");
-  return a.mul(b);
-}
-Tensor div(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("div");
-  return a.div(b);
-}
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("maximum");
-  return a.maximum(b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("minimum");
-  return a.minimum(b);
-}
-
-Tensor operator+(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("add");
-  return a.add(b);
-}
-Tensor operator-(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("sub");
-  return a.sub(b);
-}
-Tensor operator*(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("mul");
-  return a.mul(b);
-}
-Tensor operator/(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("div");
-  return a.div(b);
-}
-Tensor operator+(const Tensor& a, double b) {
-  const runtime::TraceScope scope("add");
-  return a.add(b);
-}
-Tensor operator-(const Tensor& a, double b) {
-  const runtime::TraceScope scope("sub");
-  return a.sub(b);
-}
-Tensor operator*(const Tensor& a, double b) {
-  const runtime::TraceScope scope("mul");
-  return a.mul(b);
-}
-Tensor operator/(const Tensor& a, double b) {
-  const runtime::TraceScope scope("div");
-  return a.div(b);
-}
+// The operators are their ops, with one scope each, as the named forms.
+#define LT_OPERATOR(symbol, name)                            \
+  Tensor operator symbol(const Tensor& a, const Tensor& b) { \
+    const runtime::TraceScope scope(#name);                  \
+    return a.name(b);                                        \
+  }                                                          \
+  Tensor operator symbol(const Tensor& a, double b) {        \
+    const runtime::TraceScope scope(#name);                  \
+    return a.name(b);                                        \
+  }
+LT_OPERATOR(+, add)
+LT_OPERATOR(-, sub)
+LT_OPERATOR(*, mul)
+LT_OPERATOR(/, div)
+#undef LT_OPERATOR
 Tensor operator+(double a, const Tensor& b) {
   const runtime::TraceScope scope("add");
   return b.add(a);
