@@ -179,6 +179,8 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"gt", x.gt(w), arithmetic},
       {"ge", x.ge(x.clamp_min(-0.5)), arithmetic},
       {"where", lt::where(x.gt(0.0), y, w), arithmetic},
+      // Both sides of the threshold, and inputs whose 1 + e^(beta x) rounds to 1.
+      {"softplus", lt::softplus(x * 10.0, 1.5, 12.0), arithmetic},
       // Iota and Uniform: a Philox draw, bit for bit the reference's.
       {"rand", lt::rand(x.shape(), x.dtype()), arithmetic},
       // Bernoulli draws from the hash, bit for bit the reference's.

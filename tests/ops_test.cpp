@@ -215,6 +215,12 @@ const std::vector<UnaryCase> kUnaryCases = {
     {"relu", [](const auto& x, double) { return x.relu(); },
      [](double x, double) { return std::max(x, 0.0); }},
     {"clone", [](const auto& x, double) { return x.clone(); }, [](double x, double) { return x; }},
+    // Both sides of the default threshold (20), and far enough below 0 that 1 + e^x rounds to 1.
+    {"softplus", [](const auto& x, double) { return lt::softplus(x); },
+     [](double x, double) { return x > 20 ? x : std::log1p(std::exp(x)); }, -40, 40},
+    {"softplus_beta_threshold", [](const auto& x, double s) { return lt::softplus(x, s, 3.0); },
+     [](double x, double s) { return x * s > 3 ? x : std::log1p(std::exp(x * s)) / s; }, -6, 6, 0.5,
+     2},
     {"add_scalar", [](const auto& x, double s) { return x.add(s); },
      [](double x, double s) { return x + s; }},
     {"sub_scalar", [](const auto& x, double s) { return x.sub(s); },

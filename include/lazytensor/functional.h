@@ -28,7 +28,12 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor embedding(const Tensor& ids, const Tensor& weight,
                  std::optional<int64_t> padding_idx = std::nullopt);
 
-Tensor erf(const Tensor& x);
+// elementwise_ops.def's function forms: erf, as torch.erf; the activations, as
+// torch.nn.functional's.
+#define LT_UNARY_FUNCTION(name, Kind) Tensor name(const Tensor& x);
+#define LT_ACTIVATION(name, Kind, p0, d0, p1, d1) \
+  Tensor name(const Tensor& x, double p0 = d0, double p1 = d1);
+#include "lazytensor/elementwise_ops.def"
 // Computed as exp(x - max) / sum: the max is subtracted, so large inputs do not overflow.
 Tensor softmax(const Tensor& x, int dim);
 Tensor log_softmax(const Tensor& x, int dim);

@@ -56,20 +56,8 @@ class Tensor {
   };
   HostMemory host_memory() const;
 
-  // Arithmetic. `alpha` scales `other`, as in torch.add(input, other, alpha=...).
-  Tensor add(const Tensor& other) const;
-  Tensor add(const Tensor& other, double alpha) const;
-  Tensor add(double other) const;
-  Tensor sub(const Tensor& other) const;
-  Tensor sub(const Tensor& other, double alpha) const;
-  Tensor sub(double other) const;
-  Tensor mul(const Tensor& other) const;
-  Tensor mul(double other) const;
-  Tensor div(const Tensor& other) const;
-  Tensor div(double other) const;
+  // Arithmetic, maximum and minimum, the unary math ops: see the end of the class.
   Tensor pow(double exponent) const;
-  Tensor maximum(const Tensor& other) const;
-  Tensor minimum(const Tensor& other) const;
   Tensor clamp(double min, double max) const;
   Tensor clamp_min(double min) const;
   Tensor clamp_max(double max) const;
@@ -78,31 +66,11 @@ class Tensor {
   Tensor addcmul(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0) const;
   Tensor addcdiv(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0) const;
 
-  Tensor neg() const;
-  Tensor abs() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-
   Tensor clone() const;
   Tensor to(DType dtype) const;
 
   // In place: the result must have this tensor's shape (broadcasting may not grow it) and
   // is cast to this tensor's dtype.
-  Tensor& add_(const Tensor& other);
-  Tensor& add_(const Tensor& other, double alpha);
-  Tensor& add_(double other);
-  Tensor& sub_(const Tensor& other);
-  Tensor& sub_(const Tensor& other, double alpha);
-  Tensor& sub_(double other);
-  Tensor& mul_(const Tensor& other);
-  Tensor& mul_(double other);
-  Tensor& div_(const Tensor& other);
-  Tensor& div_(double other);
   Tensor& pow_(double exponent);
   Tensor& clamp_(double min, double max);
   Tensor& clamp_min_(double min);
@@ -111,17 +79,6 @@ class Tensor {
   Tensor& lerp_(const Tensor& end, const Tensor& weight);
   Tensor& addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0);
   Tensor& addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value = 1.0);
-  Tensor& neg_();
-  Tensor& abs_();
-  Tensor& sqrt_();
-  Tensor& rsqrt_();
-  Tensor& exp_();
-  Tensor& log_();
-  Tensor& tanh_();
-  Tensor& sigmoid_();
-  Tensor& relu_();
-  Tensor& maximum_(const Tensor& other);
-  Tensor& minimum_(const Tensor& other);
   Tensor& copy_(const Tensor& src);  // src broadcasts to this shape and casts to this dtype
   Tensor& zero_();
   Tensor& fill_(double value);
@@ -138,8 +95,6 @@ class Tensor {
   Tensor norm(const std::vector<int>& dims, bool keepdim = false) const;
 
   // Math and NN ops with a method form in PyTorch (lazytensor/functional.h has the rest).
-  Tensor erf() const;
-  Tensor sign() const;
   Tensor softmax(int dim) const;
   Tensor log_softmax(int dim) const;
   // Variance over `dims` (all when empty), with Bessel's correction when `unbiased`, as
@@ -207,6 +162,30 @@ class Tensor {
 
  private:
   std::shared_ptr<TensorImpl> impl_;
+
+ public:
+  // The elementwise ops of elementwise_ops.def: add, sub, mul, div (`alpha` scales `other`, as
+  // in torch.add(input, other, alpha=...)), maximum, minimum, neg, abs, sqrt, rsqrt, exp, log,
+  // tanh, sigmoid, relu, erf and sign, with the in-place forms (trailing '_') it lists (as
+  // the in-place ops above: the result keeps this tensor's shape and dtype).
+#define LT_UNARY_OP(name, Kind) \
+  Tensor name() const;          \
+  Tensor& name##_();
+#define LT_UNARY_FUNCTION(name, Kind) Tensor name() const;
+#define LT_UNARY_NO_GRAD(name, Kind) Tensor name() const;
+#define LT_BINARY_OP(name, Kind)          \
+  Tensor name(const Tensor& other) const; \
+  Tensor name(double other) const;        \
+  Tensor& name##_(const Tensor& other);   \
+  Tensor& name##_(double other);
+#define LT_BINARY_ALPHA_OP(name, Kind)                  \
+  LT_BINARY_OP(name, Kind)                              \
+  Tensor name(const Tensor& other, double alpha) const; \
+  Tensor& name##_(const Tensor& other, double alpha);
+#define LT_ELEMENTWISE_EXTREMUM(name, Kind) \
+  Tensor name(const Tensor& other) const;   \
+  Tensor& name##_(const Tensor& other);
+#include "lazytensor/elementwise_ops.def"
 };
 
 extern template std::vector<float> Tensor::to_vector<float>() const;
@@ -254,13 +233,12 @@ Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::
 Tensor arange(double end, DType dtype = DType::i64);
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
 
-// Free-function forms, as in torch.*.
-Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
-Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
+// Free-function forms of elementwise_ops.def's binary ops, as in torch.*.
+#define LT_BINARY_OP(name, Kind) Tensor name(const Tensor& a, const Tensor& b);
+#define LT_BINARY_ALPHA_OP(name, Kind) \
+  Tensor name(const Tensor& a, const Tensor& b, double alpha = 1.0);
+#define LT_ELEMENTWISE_EXTREMUM(name, Kind) Tensor name(const Tensor& a, const Tensor& b);
+#include "lazytensor/elementwise_ops.def"
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

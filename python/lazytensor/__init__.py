@@ -494,7 +494,7 @@ def _method_as_function(name):
     return function
 
 
-for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "sign",
+for _name in _C._unary_functions + (
               "sum", "mean", "amax", "argmax", "norm", "var", "clamp", "pow", "maximum",
               "minimum", "lerp", "addcmul", "addcdiv", "reshape", "flatten", "transpose",
               "permute", "unsqueeze", "squeeze", "narrow", "select", "index_select",

@@ -257,6 +257,57 @@ void bind_dtypes(nb::module_& m) {
       .value("uint8", DType::u8);
 }
 
+// The methods of elementwise_ops.def's ops, with PyTorch's keywords; in-place forms return the
+// same Python object, as PyTorch returns self.
+void bind_elementwise_ops(nb::class_<Tensor>& cls) {
+#define LT_BINARY_IN_PLACE(name)                                                                \
+  cls.def(                                                                                      \
+         #name "_",                                                                             \
+         [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.name##_(o); }); }, \
+         "other"_a)                                                                             \
+      .def(                                                                                     \
+          #name "_",                                                                            \
+          [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.name##_(o); }); },       \
+          "other"_a);
+#define LT_BINARY_OP(name, Kind)                                                         \
+  cls.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a) \
+      .def(#name, nb::overload_cast<double>(&Tensor::name, nb::const_), "other"_a);      \
+  LT_BINARY_IN_PLACE(name)
+#define LT_BINARY_ALPHA_OP(name, Kind)                                                           \
+  cls.def(                                                                                       \
+         #name, [](const Tensor& a, const Tensor& b, double alpha) { return a.name(b, alpha); }, \
+         "other"_a, nb::kw_only(), "alpha"_a = 1.0)                                              \
+      .def(                                                                                      \
+          #name, [](const Tensor& a, double b, double alpha) { return a.name(b * alpha); },      \
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)                                             \
+      .def(                                                                                      \
+          #name "_",                                                                             \
+          [](Self s, const Tensor& o, double alpha) {                                            \
+            return in_place(s, [&](Tensor& t) { t.name##_(o, alpha); });                         \
+          },                                                                                     \
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0)                                             \
+      .def(                                                                                      \
+          #name "_",                                                                             \
+          [](Self s, double o, double alpha) {                                                   \
+            return in_place(s, [&](Tensor& t) { t.name##_(o* alpha); });                         \
+          },                                                                                     \
+          "other"_a, nb::kw_only(), "alpha"_a = 1.0);
+#define LT_ELEMENTWISE_EXTREMUM(name, Kind)                                                      \
+  cls.def(#name, &Tensor::name, "other"_a)                                                       \
+      .def(                                                                                      \
+          #name "_",                                                                             \
+          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.name##_(o); }); }, \
+          "other"_a);
+#define LT_UNARY_OP(name, Kind)                             \
+  cls.def(#name, &Tensor::name).def(#name "_", [](Self s) { \
+    return in_place(s, [](Tensor& t) { t.name##_(); });     \
+  });
+#define LT_UNARY_FUNCTION(name, Kind) cls.def(#name, &Tensor::name);
+#define LT_UNARY_NO_GRAD(name, Kind) cls.def(#name, &Tensor::name);
+#include "lazytensor/elementwise_ops.def"
+#undef LT_BINARY_IN_PLACE
+}
+
 void bind_tensor_class(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor");
   cls.def(nb::init<>())
@@ -329,26 +380,8 @@ void bind_tensor_class(nb::module_& m) {
              const nb::gil_scoped_release release;
              return static_cast<int64_t>(t.item());
            })
-      // Arithmetic, with PyTorch's keywords.
-      .def(
-          "add", [](const Tensor& a, const Tensor& b, double alpha) { return a.add(b, alpha); },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "add", [](const Tensor& a, double b, double alpha) { return a.add(b * alpha); },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "sub", [](const Tensor& a, const Tensor& b, double alpha) { return a.sub(b, alpha); },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "sub", [](const Tensor& a, double b, double alpha) { return a.sub(b * alpha); },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def("mul", nb::overload_cast<const Tensor&>(&Tensor::mul, nb::const_), "other"_a)
-      .def("mul", nb::overload_cast<double>(&Tensor::mul, nb::const_), "other"_a)
-      .def("div", nb::overload_cast<const Tensor&>(&Tensor::div, nb::const_), "other"_a)
-      .def("div", nb::overload_cast<double>(&Tensor::div, nb::const_), "other"_a)
+      // Arithmetic, with PyTorch's keywords (the ops of elementwise_ops.def are bound below).
       .def("pow", &Tensor::pow, "exponent"_a)
-      .def("maximum", &Tensor::maximum, "other"_a)
-      .def("minimum", &Tensor::minimum, "other"_a)
       .def(
           "clamp",
           [](const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
@@ -366,17 +399,6 @@ void bind_tensor_class(nb::module_& m) {
            "end"_a, "weight"_a)
       .def("addcmul", &Tensor::addcmul, "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
       .def("addcdiv", &Tensor::addcdiv, "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
-      .def("neg", &Tensor::neg)
-      .def("abs", &Tensor::abs)
-      .def("sqrt", &Tensor::sqrt)
-      .def("rsqrt", &Tensor::rsqrt)
-      .def("exp", &Tensor::exp)
-      .def("log", &Tensor::log)
-      .def("tanh", &Tensor::tanh)
-      .def("sigmoid", &Tensor::sigmoid)
-      .def("relu", &Tensor::relu)
-      .def("erf", &Tensor::erf)
-      .def("sign", &Tensor::sign)
       .def("clone", &Tensor::clone)
       .def("to", &Tensor::to, "dtype"_a)
       .def("float", [](const Tensor& t) { return t.to(DType::f32); })
@@ -387,44 +409,6 @@ void bind_tensor_class(nb::module_& m) {
       .def("long", [](const Tensor& t) { return t.to(DType::i64); })
       .def("bool", [](const Tensor& t) { return t.to(DType::boolean); })
       // In place: the same Python object back, as PyTorch returns self.
-      .def(
-          "add_",
-          [](Self s, const Tensor& o, double alpha) {
-            return in_place(s, [&](Tensor& t) { t.add_(o, alpha); });
-          },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "add_",
-          [](Self s, double o, double alpha) {
-            return in_place(s, [&](Tensor& t) { t.add_(o * alpha); });
-          },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "sub_",
-          [](Self s, const Tensor& o, double alpha) {
-            return in_place(s, [&](Tensor& t) { t.sub_(o, alpha); });
-          },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "sub_",
-          [](Self s, double o, double alpha) {
-            return in_place(s, [&](Tensor& t) { t.sub_(o * alpha); });
-          },
-          "other"_a, nb::kw_only(), "alpha"_a = 1.0)
-      .def(
-          "mul_",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
-          "other"_a)
-      .def(
-          "mul_", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
-          "other"_a)
-      .def(
-          "div_",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
-          "other"_a)
-      .def(
-          "div_", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
-          "other"_a)
       .def(
           "pow_", [](Self s, double e) { return in_place(s, [&](Tensor& t) { t.pow_(e); }); },
           "exponent"_a)
@@ -477,14 +461,6 @@ void bind_tensor_class(nb::module_& m) {
           },
           "tensor1"_a, "tensor2"_a, nb::kw_only(), "value"_a = 1.0)
       .def(
-          "maximum_",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.maximum_(o); }); },
-          "other"_a)
-      .def(
-          "minimum_",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.minimum_(o); }); },
-          "other"_a)
-      .def(
           "copy_",
           [](Self s, const Tensor& src) { return in_place(s, [&](Tensor& t) { t.copy_(src); }); },
           "src"_a)
@@ -493,19 +469,7 @@ void bind_tensor_class(nb::module_& m) {
           "fill_", [](Self s, double v) { return in_place(s, [&](Tensor& t) { t.fill_(v); }); },
           "value"_a);
 
-  // Unary in-place ops.
-#define LT_UNARY_IN_PLACE(name) \
-  cls.def(#name, [](Self s) { return in_place(s, [](Tensor& t) { t.name(); }); });
-  LT_UNARY_IN_PLACE(neg_)
-  LT_UNARY_IN_PLACE(abs_)
-  LT_UNARY_IN_PLACE(sqrt_)
-  LT_UNARY_IN_PLACE(rsqrt_)
-  LT_UNARY_IN_PLACE(exp_)
-  LT_UNARY_IN_PLACE(log_)
-  LT_UNARY_IN_PLACE(tanh_)
-  LT_UNARY_IN_PLACE(sigmoid_)
-  LT_UNARY_IN_PLACE(relu_)
-#undef LT_UNARY_IN_PLACE
+  bind_elementwise_ops(cls);
 
   // Python operators. A failed match returns NotImplemented (nb::is_operator), so Python
   // tries the other operand's method.
@@ -539,36 +503,20 @@ void bind_tensor_class(nb::module_& m) {
           "__matmul__", [](const Tensor& a, const Tensor& b) { return lt::matmul(a, b); },
           nb::is_operator())
       .def("__neg__", [](const Tensor& a) { return -a; })
-      .def("__abs__", [](const Tensor& a) { return a.abs(); })
-      .def(
-          "__iadd__",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.add_(o); }); },
-          nb::is_operator())
-      .def(
-          "__iadd__", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.add_(o); }); },
-          nb::is_operator())
-      .def(
-          "__isub__",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.sub_(o); }); },
-          nb::is_operator())
-      .def(
-          "__isub__", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.sub_(o); }); },
-          nb::is_operator())
-      .def(
-          "__imul__",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
-          nb::is_operator())
-      .def(
-          "__imul__", [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.mul_(o); }); },
-          nb::is_operator())
-      .def(
-          "__itruediv__",
-          [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
-          nb::is_operator())
-      .def(
-          "__itruediv__",
-          [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.div_(o); }); },
+      .def("__abs__", [](const Tensor& a) { return a.abs(); });
+#define LT_IN_PLACE_OPERATOR(dunder, name)                                                     \
+  cls.def(                                                                                     \
+         dunder,                                                                               \
+         [](Self s, const Tensor& o) { return in_place(s, [&](Tensor& t) { t.name(o); }); },   \
+         nb::is_operator())                                                                    \
+      .def(                                                                                    \
+          dunder, [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.name(o); }); }, \
           nb::is_operator());
+  LT_IN_PLACE_OPERATOR("__iadd__", add_)
+  LT_IN_PLACE_OPERATOR("__isub__", sub_)
+  LT_IN_PLACE_OPERATOR("__imul__", mul_)
+  LT_IN_PLACE_OPERATOR("__itruediv__", div_)
+#undef LT_IN_PLACE_OPERATOR
 
   // Comparisons give bool tensors, as in PyTorch.
 #define LT_COMPARISON(name, dunder)                                                                \
@@ -799,7 +747,18 @@ void bind_functional(nb::module_& m) {
         return lt::mse_loss(input, target, reduction_of(reduction));
       },
       "input"_a, "target"_a, "reduction"_a = "mean");
-  m.def("erf", &lt::erf, "input"_a);
+  // elementwise_ops.def's function forms: torch.erf's in lazytensor, the activations in
+  // lazytensor.nn.functional (which imports _C._activations), and the unary ops that Python
+  // also offers as functions of their tensor (lazytensor.exp(t)), listed for __init__.py.
+  nb::module_ activations = m.def_submodule("_activations");
+  nb::list unary_functions;
+#define LT_UNARY_OP(name, Kind) unary_functions.append(#name);
+#define LT_UNARY_NO_GRAD(name, Kind) unary_functions.append(#name);
+#define LT_UNARY_FUNCTION(name, Kind) m.def(#name, &lt::name, "input"_a);
+#define LT_ACTIVATION(name, Kind, p0, d0, p1, d1) \
+  activations.def(#name, &lt::name, "input"_a, nb::arg(#p0) = d0, nb::arg(#p1) = d1);
+#include "lazytensor/elementwise_ops.def"
+  m.attr("_unary_functions") = nb::tuple(unary_functions);
   m.def("is_grad_enabled", &lt::is_grad_enabled);
   m.def("set_grad_enabled", &lt::set_grad_enabled, "mode"_a);
   // lt.autocast's guard: entered and left by the Python context manager, on one thread.

@@ -49,10 +49,7 @@ class LambdaFunction final : public autograd::Function {
   LambdaFunction(const char* op, autograd::BackwardFn backward)
       : Function(op), backward_(std::move(backward)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override {
-    if (!backward_) {
-      throw Error(std::string("backward: the graph through ") + name +
-                  " was already released by an earlier backward(); pass retain_graph to keep it");
-    }
+    if (!backward_) autograd::throw_released(name);
     return backward_(grad_output);
   }
   void release() override { backward_ = nullptr; }
@@ -213,9 +210,9 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 namespace {
 
 template <class Inputs, class Get>
-Tensor record_impl(const char* op, Tensor result, const Inputs& inputs, Get get,
-                   BackwardFn backward) {
-  auto function = std::make_shared<LambdaFunction>(op, std::move(backward));
+Tensor record_impl(std::shared_ptr<Function> function, Tensor result, const Inputs& inputs,
+                   Get get) {
+  function->next.reserve(inputs.size());
   for (const auto& input : inputs) {
     const Tensor& t = get(input);
     function->next.push_back(t.defined() ? gradient_edge(t) : nullptr);
@@ -228,16 +225,29 @@ Tensor record_impl(const char* op, Tensor result, const Inputs& inputs, Get get,
 
 Tensor record(const char* op, Tensor result, std::initializer_list<const Tensor*> inputs,
               BackwardFn backward) {
-  return record_impl(
-      op, std::move(result), inputs, [](const Tensor* t) -> const Tensor& { return *t; },
-      std::move(backward));
+  return record_impl(std::make_shared<LambdaFunction>(op, std::move(backward)), std::move(result),
+                     inputs, [](const Tensor* t) -> const Tensor& { return *t; });
 }
 
 Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs,
               BackwardFn backward) {
-  return record_impl(
-      op, std::move(result), inputs, [](const Tensor& t) -> const Tensor& { return t; },
-      std::move(backward));
+  return record_impl(std::make_shared<LambdaFunction>(op, std::move(backward)), std::move(result),
+                     inputs, [](const Tensor& t) -> const Tensor& { return t; });
+}
+
+Tensor attach(std::shared_ptr<Function> function, Tensor result,
+              std::initializer_list<const Tensor*> inputs) {
+  return record_impl(std::move(function), std::move(result), inputs,
+                     [](const Tensor* t) -> const Tensor& { return *t; });
+}
+
+void throw_released(const char* op) {
+  throw Error(std::string("backward: the graph through ") + op +
+              " was already released by an earlier backward(); pass retain_graph to keep it");
+}
+
+Tensor indicator(const Tensor& mask, const Tensor& like) {
+  return mask.to(like.dtype());
 }
 
 Tensor saved(const Tensor& t) {

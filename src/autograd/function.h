@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "ir/ops.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/tensor.h"
 
@@ -64,6 +65,32 @@ Tensor record(const char* op, Tensor result, std::initializer_list<const Tensor*
 Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs,
               BackwardFn backward);
 
+// Which operands of a table op are tensors and which numbers, in operand order: with the
+// OpKind, what picks the op's row in derivatives.def.
+enum class Operands : uint8_t {
+  tensor,
+  tensor_tensor,
+  tensor_tensor_tensor,
+  tensor_number,
+  tensor_number_number,
+  number_tensor,
+  tensor_tensor_number,
+};
+
+// Makes `result` the output of the table op `kind` over `tensors` and `numbers` (each in operand
+// order), whose gradients are its row of derivatives.def: no closure, and only what the row reads
+// is kept. Call only when needs_grad(tensors).
+Tensor record(ir::OpKind kind, Operands operands, const char* op, Tensor result,
+              std::initializer_list<const Tensor*> tensors,
+              std::initializer_list<double> numbers = {});
+
+// Makes `result` the output of `function`, whose `next` it fills from `inputs`.
+Tensor attach(std::shared_ptr<Function> function, Tensor result,
+              std::initializer_list<const Tensor*> inputs);
+
+// The error of running a Function whose saved values an earlier backward() released.
+[[noreturn]] void throw_released(const char* op);
+
 // A handle on t's current value that no autograd and no later in-place update of t reaches:
 // what a backward function keeps of its inputs.
 Tensor saved(const Tensor& t);
@@ -71,6 +98,9 @@ Tensor saved(const Tensor& t);
 // The gradient `grad` of a broadcast result summed back to `shape`, as broadcasting's
 // derivative.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// 1 where `mask` holds, else 0, in `like`'s dtype.
+Tensor indicator(const Tensor& mask, const Tensor& like);
 
 // Called by ops that rebind a tensor in place: lt::Error when autograd would be bypassed.
 void check_in_place(const Tensor& self, const char* op);

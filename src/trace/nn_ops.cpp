@@ -50,10 +50,6 @@ constexpr uint64_t kSeedMask = (uint64_t{1} << 53) - 1;  // seeds travel as doub
 
 }  // namespace
 
-Tensor erf(const Tensor& x) {
-  return x.erf();
-}
-
 // softmax, log_softmax, layer_norm and cross_entropy record one backward function each
 // instead of composing their primitives' derivatives: composed, autograd would keep every
 // intermediate (the exponentials, the centered input) from the forward pass to the backward

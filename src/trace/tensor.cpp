@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <string>
 
 #include "autograd/function.h"
@@ -46,10 +45,11 @@ ir::NodePtr with_scalar(const Tensor& a, double s, OpKind kind, const char* op) 
   return elementwise(op, kind, {v, scalar(s, v->dtype, *v->device)});
 }
 
-ir::NodePtr clamp_node(const Tensor& t, double min, double max, const char* op) {
+// t (kind) two numbers, as clamp's min and max or an activation's parameters.
+ir::NodePtr with_scalars(const Tensor& t, double s0, double s1, OpKind kind, const char* op) {
   ir::NodePtr v = value_of(t, op);
-  return elementwise(op, OpKind::Clamp,
-                     {v, scalar(min, v->dtype, *v->device), scalar(max, v->dtype, *v->device)});
+  return elementwise(op, kind,
+                     {v, scalar(s0, v->dtype, *v->device), scalar(s1, v->dtype, *v->device)});
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, double weight, const char* op) {
@@ -117,7 +117,6 @@ std::vector<int> mask_dims(uint32_t mask, int rank) {
 }
 
 Tensor unreduce(const Tensor& g, const Shape& shape, uint32_t mask, bool keepdim);
-Tensor indicator(const Tensor& mask, const Tensor& like);
 
 Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool keepdim) {
   ir::NodePtr v = value_of(t, op);
@@ -148,7 +147,7 @@ Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool 
             return Gradients{unreduce(g, shape, mask, keepdim) / static_cast<double>(reduced)};
           case OpKind::Max: {
             // Ties share the gradient evenly, as torch.amax.
-            const Tensor hits = indicator(x.eq(unreduce(y, shape, mask, keepdim)), x);
+            const Tensor hits = autograd::indicator(x.eq(unreduce(y, shape, mask, keepdim)), x);
             const Tensor count =
                 unreduce(hits.sum(mask_dims(mask, shape.rank()), true), shape, mask, true);
             return Gradients{unreduce(g, shape, mask, keepdim) * hits / count};
@@ -170,50 +169,15 @@ uint32_t all_dims(const Tensor& t) {
   return t.dim() == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << t.dim()) - 1);
 }
 
-// A unary op whose derivative is a function of the upstream gradient, the input and the output.
-using UnaryDerivative = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& y);
+using autograd::Operands;
 
-Tensor unary_op(const Tensor& self, OpKind kind, const char* op, UnaryDerivative derivative) {
-  Tensor out = trace::make_tensor(unary(self, kind, op));
-  if (!autograd::needs_grad({&self})) return out;
-  return autograd::record(op, out, {&self},
-                          [x = autograd::saved(self), y = autograd::saved(out),
-                           derivative](const Tensor& g) { return Gradients{derivative(g, x, y)}; });
-}
-
-// Records a two-input op: derivative(g, a, b, y) gives the gradients before summing back
-// over broadcast dims.
-using BinaryDerivative = Gradients (*)(const Tensor& g, const Tensor& a, const Tensor& b,
-                                       const Tensor& y);
-
-Tensor binary_op(const char* op, Tensor out, const Tensor& a, const Tensor& b,
-                 BinaryDerivative derivative) {
-  if (!autograd::needs_grad({&a, &b})) return out;
-  return autograd::record(op, out, {&a, &b},
-                          [sa = autograd::saved(a), sb = autograd::saved(b),
-                           y = autograd::saved(out), derivative](const Tensor& g) {
-                            Gradients grads = derivative(g, sa, sb, y);
-                            grads[0] = autograd::sum_to(grads[0], sa.shape());
-                            grads[1] = autograd::sum_to(grads[1], sb.shape());
-                            return grads;
-                          });
-}
-
-// Records a one-input op over a number: derivative(g, x, y, number).
-using ScalarDerivative = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& y,
-                                    double number);
-
-Tensor scalar_op(const char* op, Tensor out, const Tensor& x, double number,
-                 ScalarDerivative derivative) {
-  if (!autograd::needs_grad({&x})) return out;
-  return autograd::record(op, out, {&x},
-                          [sx = autograd::saved(x), y = autograd::saved(out), number, derivative](
-                              const Tensor& g) { return Gradients{derivative(g, sx, y, number)}; });
-}
-
-// 1 where `mask` holds, else 0, in `like`'s dtype.
-Tensor indicator(const Tensor& mask, const Tensor& like) {
-  return mask.to(like.dtype());
+// A table op's result, its gradient recorded as the op's row of derivatives.def when one flows.
+Tensor table_op(const char* op, OpKind kind, Operands operands, ir::NodePtr node,
+                std::initializer_list<const Tensor*> tensors,
+                std::initializer_list<double> numbers = {}) {
+  Tensor out = trace::make_tensor(std::move(node));
+  if (!autograd::needs_grad(tensors)) return out;
+  return autograd::record(kind, operands, op, std::move(out), tensors, numbers);
 }
 
 // A gradient of a reduction's result spread back over the reduced dims of `shape`.
@@ -304,191 +268,129 @@ double Tensor::item() const {
   return to_vector<double>()[0];
 }
 
-Tensor Tensor::add(const Tensor& other) const {
-  const runtime::TraceScope scope("add");
-  return binary_op("add", trace::make_tensor(binary(*this, other, OpKind::Add, "add")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g, g};
-                   });
-}
-Tensor Tensor::add(const Tensor& other, double alpha) const {
-  const runtime::TraceScope scope("add");
-  Tensor out = trace::make_tensor(scaled(*this, other, alpha, OpKind::Add, "add"));
-  if (!autograd::needs_grad({this, &other})) return out;
-  return autograd::record(
-      "add", out, {this, &other}, [sa = shape(), sb = other.shape(), alpha](const Tensor& g) {
-        return Gradients{autograd::sum_to(g, sa), autograd::sum_to(g * (alpha), sb)};
-      });
-}
-Tensor Tensor::add(double other) const {
-  const runtime::TraceScope scope("add");
-  return scalar_op("add", trace::make_tensor(with_scalar(*this, other, OpKind::Add, "add")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g;
-                   });
-}
-Tensor Tensor::sub(const Tensor& other) const {
-  const runtime::TraceScope scope("sub");
-  return binary_op("sub", trace::make_tensor(binary(*this, other, OpKind::Sub, "sub")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g, g.neg()};
-                   });
-}
-Tensor Tensor::sub(const Tensor& other, double alpha) const {
-  const runtime::TraceScope scope("sub");
-  Tensor out = trace::make_tensor(scaled(*this, other, alpha, OpKind::Sub, "sub"));
-  if (!autograd::needs_grad({this, &other})) return out;
-  return autograd::record(
-      "sub", out, {this, &other}, [sa = shape(), sb = other.shape(), alpha](const Tensor& g) {
-        return Gradients{autograd::sum_to(g, sa), autograd::sum_to(g * (-alpha), sb)};
-      });
-}
-Tensor Tensor::sub(double other) const {
-  const runtime::TraceScope scope("sub");
-  return scalar_op("sub", trace::make_tensor(with_scalar(*this, other, OpKind::Sub, "sub")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g;
-                   });
-}
-Tensor Tensor::mul(const Tensor& other) const {
-  const runtime::TraceScope scope("mul");
-  return binary_op("mul", trace::make_tensor(binary(*this, other, OpKind::Mul, "mul")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g * b, g * a};
-                   });
-}
-Tensor Tensor::mul(double other) const {
-  const runtime::TraceScope scope("mul");
-  return scalar_op("mul", trace::make_tensor(with_scalar(*this, other, OpKind::Mul, "mul")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g * s;
-                   });
-}
-Tensor Tensor::div(const Tensor& other) const {
-  const runtime::TraceScope scope("div");
-  return binary_op("div", trace::make_tensor(binary(*this, other, OpKind::Div, "div")), *this,
-                   other, [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-                     (void)a;
-                     (void)b;
-                     (void)y;
-                     return Gradients{g / b, (g * y / b).neg()};
-                   });
-}
-Tensor Tensor::div(double other) const {
-  const runtime::TraceScope scope("div");
-  return scalar_op("div", trace::make_tensor(with_scalar(*this, other, OpKind::Div, "div")), *this,
-                   other, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g / s;
-                   });
-}
+// The ops of elementwise_ops.def. Each recording is one node of the row's OpKind, its gradient
+// that op's row of derivatives.def; in-place forms build the same node and rebind the tensor.
+#define LT_BINARY_METHODS(name, Kind)                                                           \
+  Tensor Tensor::name(const Tensor& other) const {                                              \
+    const runtime::TraceScope scope(#name);                                                     \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                               \
+                    binary(*this, other, OpKind::Kind, #name), {this, &other});                 \
+  }                                                                                             \
+  Tensor Tensor::name(double other) const {                                                     \
+    const runtime::TraceScope scope(#name);                                                     \
+    return table_op(#name, OpKind::Kind, Operands::tensor_number,                               \
+                    with_scalar(*this, other, OpKind::Kind, #name), {this}, {other});           \
+  }                                                                                             \
+  Tensor& Tensor::name##_(const Tensor& other) {                                                \
+    const runtime::TraceScope scope(#name "_");                                                 \
+    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_");      \
+  }                                                                                             \
+  Tensor& Tensor::name##_(double other) {                                                       \
+    const runtime::TraceScope scope(#name "_");                                                 \
+    return trace::assign(*this, with_scalar(*this, other, OpKind::Kind, #name "_"), #name "_"); \
+  }
+#define LT_BINARY_OP(name, Kind)                  \
+  LT_BINARY_METHODS(name, Kind)                   \
+  Tensor name(const Tensor& a, const Tensor& b) { \
+    const runtime::TraceScope scope(#name);       \
+    return a.name(b);                             \
+  }
+// a (Kind) alpha * b, alpha through the scalar policy, as torch.add(input, other, alpha=...).
+#define LT_BINARY_ALPHA_OP(name, Kind)                                                            \
+  LT_BINARY_METHODS(name, Kind)                                                                   \
+  Tensor Tensor::name(const Tensor& other, double alpha) const {                                  \
+    const runtime::TraceScope scope(#name);                                                       \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor_number,                          \
+                    scaled(*this, other, alpha, OpKind::Kind, #name), {this, &other}, {alpha});   \
+  }                                                                                               \
+  Tensor& Tensor::name##_(const Tensor& other, double alpha) {                                    \
+    const runtime::TraceScope scope(#name "_");                                                   \
+    return trace::assign(*this, scaled(*this, other, alpha, OpKind::Kind, #name "_"), #name "_"); \
+  }                                                                                               \
+  Tensor name(const Tensor& a, const Tensor& b, double alpha) {                                   \
+    const runtime::TraceScope scope(#name);                                                       \
+    return alpha == 1.0 ? a.name(b) : a.name(b, alpha);                                           \
+  }
+#define LT_ELEMENTWISE_EXTREMUM(name, Kind)                                                \
+  Tensor Tensor::name(const Tensor& other) const {                                         \
+    const runtime::TraceScope scope(#name);                                                \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                          \
+                    binary(*this, other, OpKind::Kind, #name), {this, &other});            \
+  }                                                                                        \
+  Tensor& Tensor::name##_(const Tensor& other) {                                           \
+    const runtime::TraceScope scope(#name "_");                                            \
+    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_"); \
+  }                                                                                        \
+  Tensor name(const Tensor& a, const Tensor& b) {                                          \
+    const runtime::TraceScope scope(#name);                                                \
+    return a.name(b);                                                                      \
+  }
+#define LT_UNARY_METHOD(name, Kind)                                                           \
+  Tensor Tensor::name() const {                                                               \
+    const runtime::TraceScope scope(#name);                                                   \
+    return table_op(#name, OpKind::Kind, Operands::tensor, unary(*this, OpKind::Kind, #name), \
+                    {this});                                                                  \
+  }
+#define LT_UNARY_OP(name, Kind)                                                    \
+  LT_UNARY_METHOD(name, Kind)                                                      \
+  Tensor& Tensor::name##_() {                                                      \
+    const runtime::TraceScope scope(#name "_");                                    \
+    return trace::assign(*this, unary(*this, OpKind::Kind, #name "_"), #name "_"); \
+  }
+#define LT_UNARY_FUNCTION(name, Kind) \
+  LT_UNARY_METHOD(name, Kind)         \
+  Tensor name(const Tensor& x) {      \
+    return x.name();                  \
+  }
+#define LT_UNARY_NO_GRAD(name, Kind)                              \
+  Tensor Tensor::name() const {                                   \
+    const runtime::TraceScope scope(#name);                       \
+    return trace::make_tensor(unary(*this, OpKind::Kind, #name)); \
+  }
+// Activations are defined on floating-point tensors only, as in torch.nn.functional.
+#define LT_ACTIVATION(name, Kind, p0, d0, p1, d1)                                   \
+  Tensor name(const Tensor& x, double p0, double p1) {                              \
+    const runtime::TraceScope scope(#name);                                         \
+    if (!dtype_is_floating(value_of(x, #name)->dtype)) {                            \
+      throw Error(std::string(#name) + ": expected a floating-point tensor, got " + \
+                  dtype_name(x.dtype()));                                           \
+    }                                                                               \
+    return table_op(#name, OpKind::Kind, Operands::tensor_number_number,            \
+                    with_scalars(x, p0, p1, OpKind::Kind, #name), {&x}, {p0, p1});  \
+  }
+#include "lazytensor/elementwise_ops.def"
+#undef LT_BINARY_METHODS
+#undef LT_UNARY_METHOD
+
 Tensor Tensor::pow(double exponent) const {
   const runtime::TraceScope scope("pow");
-  return scalar_op("pow", trace::make_tensor(with_scalar(*this, exponent, OpKind::Pow, "pow")),
-                   *this, exponent, [](const Tensor& g, const Tensor& x, const Tensor&, double s) {
-                     // x^0 is 1 everywhere: its derivative is 0, also at x = 0 (where the
-                     // formula below would give 0 * inf).
-                     if (s == 0.0) return zeros_like(x);
-                     return g * s * x.pow(s - 1.0);
-                   });
-}
-Tensor Tensor::maximum(const Tensor& other) const {
-  const runtime::TraceScope scope("maximum");
-  return binary_op(
-      "maximum", trace::make_tensor(binary(*this, other, OpKind::Maximum, "maximum")), *this, other,
-      [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-        (void)a;
-        (void)b;
-        (void)y;
-        // Ties share the gradient, as torch.maximum.
-        const Tensor tie = indicator(a.eq(b), a) * 0.5;
-        return Gradients{g * (indicator(a.gt(b), a) + tie), g * (indicator(b.gt(a), a) + tie)};
-      });
-}
-Tensor Tensor::minimum(const Tensor& other) const {
-  const runtime::TraceScope scope("minimum");
-  return binary_op(
-      "minimum", trace::make_tensor(binary(*this, other, OpKind::Minimum, "minimum")), *this, other,
-      [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-        (void)a;
-        (void)b;
-        (void)y;
-        const Tensor tie = indicator(a.eq(b), a) * 0.5;
-        return Gradients{g * (indicator(a.lt(b), a) + tie), g * (indicator(b.lt(a), a) + tie)};
-      });
+  return table_op("pow", OpKind::Pow, Operands::tensor_number,
+                  with_scalar(*this, exponent, OpKind::Pow, "pow"), {this}, {exponent});
 }
 Tensor Tensor::clamp(double min, double max) const {
   const runtime::TraceScope scope("clamp");
-  Tensor out = trace::make_tensor(clamp_node(*this, min, max, "clamp"));
-  if (!autograd::needs_grad({this})) return out;
-  return autograd::record("clamp", out, {this},
-                          [x = autograd::saved(*this), min, max](const Tensor& g) {
-                            return Gradients{g * indicator(x.ge(min), x) * indicator(x.le(max), x)};
-                          });
+  return table_op("clamp", OpKind::Clamp, Operands::tensor_number_number,
+                  with_scalars(*this, min, max, OpKind::Clamp, "clamp"), {this}, {min, max});
 }
 Tensor Tensor::clamp_min(double min) const {
   const runtime::TraceScope scope("clamp_min");
-  return scalar_op("clamp_min",
-                   trace::make_tensor(with_scalar(*this, min, OpKind::Maximum, "clamp_min")), *this,
-                   min, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g * indicator(x.ge(s), x);
-                   });
+  return table_op("clamp_min", OpKind::Maximum, Operands::tensor_number,
+                  with_scalar(*this, min, OpKind::Maximum, "clamp_min"), {this}, {min});
 }
 Tensor Tensor::clamp_max(double max) const {
   const runtime::TraceScope scope("clamp_max");
-  return scalar_op("clamp_max",
-                   trace::make_tensor(with_scalar(*this, max, OpKind::Minimum, "clamp_max")), *this,
-                   max, [](const Tensor& g, const Tensor& x, const Tensor& y, double s) {
-                     (void)x;
-                     (void)y;
-                     (void)s;
-                     return g * indicator(x.le(s), x);
-                   });
+  return table_op("clamp_max", OpKind::Minimum, Operands::tensor_number,
+                  with_scalar(*this, max, OpKind::Minimum, "clamp_max"), {this}, {max});
 }
 Tensor Tensor::lerp(const Tensor& end, double weight) const {
   const runtime::TraceScope scope("lerp");
-  Tensor out = trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
-  if (!autograd::needs_grad({this, &end})) return out;
-  return autograd::record("lerp", out, {this, &end},
-                          [sa = shape(), se = end.shape(), weight](const Tensor& g) {
-                            return Gradients{autograd::sum_to(g * (1.0 - weight), sa),
-                                             autograd::sum_to(g * weight, se)};
-                          });
+  return table_op("lerp", OpKind::Lerp, Operands::tensor_tensor_number,
+                  lerp_node(*this, end, weight, "lerp"), {this, &end}, {weight});
 }
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
   const runtime::TraceScope scope("lerp");
-  Tensor out = trace::make_tensor(lerp_node(*this, end, weight, "lerp"));
-  if (!autograd::needs_grad({this, &end, &weight})) return out;
-  return autograd::record("lerp", out, {this, &end, &weight},
-                          [a = autograd::saved(*this), e = autograd::saved(end),
-                           w = autograd::saved(weight)](const Tensor& g) {
-                            return Gradients{autograd::sum_to(g * (1.0 - w), a.shape()),
-                                             autograd::sum_to(g * w, e.shape()),
-                                             autograd::sum_to(g * (e - a), w.shape())};
-                          });
+  return table_op("lerp", OpKind::Lerp, Operands::tensor_tensor_tensor,
+                  lerp_node(*this, end, weight, "lerp"), {this, &end, &weight});
 }
 Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, double value) const {
   const runtime::TraceScope scope("addcmul");
@@ -514,101 +416,10 @@ Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, double valu
                          autograd::sum_to((g * t1 / (t2 * t2) * -value), t2.shape())};
       });
 }
-Tensor Tensor::neg() const {
-  const runtime::TraceScope scope("neg");
-  return unary_op(*this, OpKind::Neg, "neg", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g.neg();
-  });
-}
-Tensor Tensor::abs() const {
-  const runtime::TraceScope scope("abs");
-  return unary_op(*this, OpKind::Abs, "abs", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g * x.sign();
-  });
-}
-Tensor Tensor::sqrt() const {
-  const runtime::TraceScope scope("sqrt");
-  return unary_op(*this, OpKind::Sqrt, "sqrt",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * 0.5 / y;
-                  });
-}
-Tensor Tensor::rsqrt() const {
-  const runtime::TraceScope scope("rsqrt");
-  return unary_op(*this, OpKind::Rsqrt, "rsqrt",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * y * y * y * -0.5;
-                  });
-}
-Tensor Tensor::exp() const {
-  const runtime::TraceScope scope("exp");
-  return unary_op(*this, OpKind::Exp, "exp", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g * y;
-  });
-}
-Tensor Tensor::log() const {
-  const runtime::TraceScope scope("log");
-  return unary_op(*this, OpKind::Log, "log", [](const Tensor& g, const Tensor& x, const Tensor& y) {
-    (void)x;
-    (void)y;
-    return g / x;
-  });
-}
-Tensor Tensor::tanh() const {
-  const runtime::TraceScope scope("tanh");
-  return unary_op(*this, OpKind::Tanh, "tanh",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * (1.0 - y * y);
-                  });
-}
-Tensor Tensor::sigmoid() const {
-  const runtime::TraceScope scope("sigmoid");
-  return unary_op(*this, OpKind::Sigmoid, "sigmoid",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * y * (1.0 - y);
-                  });
-}
-Tensor Tensor::relu() const {
-  const runtime::TraceScope scope("relu");
-  return unary_op(*this, OpKind::Relu, "relu",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g * indicator(x.gt(0.0), x);
-                  });
-}
-Tensor Tensor::erf() const {
-  const runtime::TraceScope scope("erf");
-  return unary_op(*this, OpKind::Erf, "erf", [](const Tensor& g, const Tensor& x, const Tensor&) {
-    return g * (x * x).neg().exp() * (2.0 / std::sqrt(std::numbers::pi));
-  });
-}
-Tensor Tensor::sign() const {
-  const runtime::TraceScope scope("sign");
-  return trace::make_tensor(unary(*this, OpKind::Sign, "sign"));
-}
 Tensor Tensor::clone() const {
   const runtime::TraceScope scope("clone");
-  return unary_op(*this, OpKind::Identity, "clone",
-                  [](const Tensor& g, const Tensor& x, const Tensor& y) {
-                    (void)x;
-                    (void)y;
-                    return g;
-                  });
+  return table_op("clone", OpKind::Identity, Operands::tensor,
+                  unary(*this, OpKind::Identity, "clone"), {this});
 }
 
 Tensor Tensor::to(DType dtype) const {
@@ -622,53 +433,13 @@ Tensor Tensor::to(DType dtype) const {
                           [from = v->dtype](const Tensor& g) { return Gradients{g.to(from)}; });
 }
 
-Tensor& Tensor::add_(const Tensor& other) {
-  const runtime::TraceScope scope("add_");
-  return trace::assign(*this, binary(*this, other, OpKind::Add, "add_"), "add_");
-}
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  const runtime::TraceScope scope("add_");
-  return trace::assign(*this, scaled(*this, other, alpha, OpKind::Add, "add_"), "add_");
-}
-Tensor& Tensor::add_(double other) {
-  const runtime::TraceScope scope("add_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Add, "add_"), "add_");
-}
-Tensor& Tensor::sub_(const Tensor& other) {
-  const runtime::TraceScope scope("sub_");
-  return trace::assign(*this, binary(*this, other, OpKind::Sub, "sub_"), "sub_");
-}
-Tensor& Tensor::sub_(const Tensor& other, double alpha) {
-  const runtime::TraceScope scope("sub_");
-  return trace::assign(*this, scaled(*this, other, alpha, OpKind::Sub, "sub_"), "sub_");
-}
-Tensor& Tensor::sub_(double other) {
-  const runtime::TraceScope scope("sub_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Sub, "sub_"), "sub_");
-}
-Tensor& Tensor::mul_(const Tensor& other) {
-  const runtime::TraceScope scope("mul_");
-  return trace::assign(*this, binary(*this, other, OpKind::Mul, "mul_"), "mul_");
-}
-Tensor& Tensor::mul_(double other) {
-  const runtime::TraceScope scope("mul_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Mul, "mul_"), "mul_");
-}
-Tensor& Tensor::div_(const Tensor& other) {
-  const runtime::TraceScope scope("div_");
-  return trace::assign(*this, binary(*this, other, OpKind::Div, "div_"), "div_");
-}
-Tensor& Tensor::div_(double other) {
-  const runtime::TraceScope scope("div_");
-  return trace::assign(*this, with_scalar(*this, other, OpKind::Div, "div_"), "div_");
-}
 Tensor& Tensor::pow_(double exponent) {
   const runtime::TraceScope scope("pow_");
   return trace::assign(*this, with_scalar(*this, exponent, OpKind::Pow, "pow_"), "pow_");
 }
 Tensor& Tensor::clamp_(double min, double max) {
   const runtime::TraceScope scope("clamp_");
-  return trace::assign(*this, clamp_node(*this, min, max, "clamp_"), "clamp_");
+  return trace::assign(*this, with_scalars(*this, min, max, OpKind::Clamp, "clamp_"), "clamp_");
 }
 Tensor& Tensor::clamp_min_(double min) {
   const runtime::TraceScope scope("clamp_min_");
@@ -696,51 +467,6 @@ Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double va
   return trace::assign(*this, addc(*this, tensor1, tensor2, value, OpKind::Div, "addcdiv_"),
                        "addcdiv_");
 }
-Tensor& Tensor::neg_() {
-  const runtime::TraceScope scope("neg_");
-  return trace::assign(*this, unary(*this, OpKind::Neg, "neg_"), "neg_");
-}
-Tensor& Tensor::abs_() {
-  const runtime::TraceScope scope("abs_");
-  return trace::assign(*this, unary(*this, OpKind::Abs, "abs_"), "abs_");
-}
-Tensor& Tensor::sqrt_() {
-  const runtime::TraceScope scope("sqrt_");
-  return trace::assign(*this, unary(*this, OpKind::Sqrt, "sqrt_"), "sqrt_");
-}
-Tensor& Tensor::rsqrt_() {
-  const runtime::TraceScope scope("rsqrt_");
-  return trace::assign(*this, unary(*this, OpKind::Rsqrt, "rsqrt_"), "rsqrt_");
-}
-Tensor& Tensor::exp_() {
-  const runtime::TraceScope scope("exp_");
-  return trace::assign(*this, unary(*this, OpKind::Exp, "exp_"), "exp_");
-}
-Tensor& Tensor::log_() {
-  const runtime::TraceScope scope("log_");
-  return trace::assign(*this, unary(*this, OpKind::Log, "log_"), "log_");
-}
-Tensor& Tensor::tanh_() {
-  const runtime::TraceScope scope("tanh_");
-  return trace::assign(*this, unary(*this, OpKind::Tanh, "tanh_"), "tanh_");
-}
-Tensor& Tensor::sigmoid_() {
-  const runtime::TraceScope scope("sigmoid_");
-  return trace::assign(*this, unary(*this, OpKind::Sigmoid, "sigmoid_"), "sigmoid_");
-}
-Tensor& Tensor::relu_() {
-  const runtime::TraceScope scope("relu_");
-  return trace::assign(*this, unary(*this, OpKind::Relu, "relu_"), "relu_");
-}
-Tensor& Tensor::maximum_(const Tensor& other) {
-  const runtime::TraceScope scope("maximum_");
-  return trace::assign(*this, binary(*this, other, OpKind::Maximum, "maximum_"), "maximum_");
-}
-Tensor& Tensor::minimum_(const Tensor& other) {
-  const runtime::TraceScope scope("minimum_");
-  return trace::assign(*this, binary(*this, other, OpKind::Minimum, "minimum_"), "minimum_");
-}
-
 Tensor& Tensor::copy_(const Tensor& src) {
   const runtime::TraceScope scope("copy_");
   ir::NodePtr self = value_of(*this, "copy_");
@@ -800,63 +526,21 @@ Tensor Tensor::norm(const std::vector<int>& dims, bool keepdim) const {
                 reduce_mask("norm", checked(*this, "norm").shape(), dims), keepdim);
 }
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  const runtime::TraceScope scope("add");
-  return alpha == 1.0 ? a.add(b) : a.add(b, alpha);
-}
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  const runtime::TraceScope scope("sub");
-  return alpha == 1.0 ? a.sub(b) : a.sub(b, alpha);
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("mul");
-  return a.mul(b);
-}
-Tensor div(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("div");
-  return a.div(b);
-}
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("maximum");
-  return a.maximum(b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("minimum");
-  return a.minimum(b);
-}
-
-Tensor operator+(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("add");
-  return a.add(b);
-}
-Tensor operator-(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("sub");
-  return a.sub(b);
-}
-Tensor operator*(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("mul");
-  return a.mul(b);
-}
-Tensor operator/(const Tensor& a, const Tensor& b) {
-  const runtime::TraceScope scope("div");
-  return a.div(b);
-}
-Tensor operator+(const Tensor& a, double b) {
-  const runtime::TraceScope scope("add");
-  return a.add(b);
-}
-Tensor operator-(const Tensor& a, double b) {
-  const runtime::TraceScope scope("sub");
-  return a.sub(b);
-}
-Tensor operator*(const Tensor& a, double b) {
-  const runtime::TraceScope scope("mul");
-  return a.mul(b);
-}
-Tensor operator/(const Tensor& a, double b) {
-  const runtime::TraceScope scope("div");
-  return a.div(b);
-}
+// The operators are their ops, with one scope each, as the named forms.
+#define LT_OPERATOR(symbol, name)                            \
+  Tensor operator symbol(const Tensor& a, const Tensor& b) { \
+    const runtime::TraceScope scope(#name);                  \
+    return a.name(b);                                        \
+  }                                                          \
+  Tensor operator symbol(const Tensor& a, double b) {        \
+    const runtime::TraceScope scope(#name);                  \
+    return a.name(b);                                        \
+  }
+LT_OPERATOR(+, add)
+LT_OPERATOR(-, sub)
+LT_OPERATOR(*, mul)
+LT_OPERATOR(/, div)
+#undef LT_OPERATOR
 Tensor operator+(double a, const Tensor& b) {
   const runtime::TraceScope scope("add");
   return b.add(a);
@@ -872,13 +556,8 @@ Tensor operator*(double a, const Tensor& b) {
 Tensor operator/(double a, const Tensor& b) {
   const runtime::TraceScope scope("div");
   ir::NodePtr v = value_of(b, "div");
-  Tensor out =
-      trace::make_tensor(elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}));
-  if (!autograd::needs_grad({&b})) return out;
-  return autograd::record("div", out, {&b},
-                          [x = autograd::saved(b), y = autograd::saved(out)](const Tensor& g) {
-                            return Gradients{(g * y / x).neg()};
-                          });
+  return table_op("div", OpKind::Div, Operands::number_tensor,
+                  elementwise("div", OpKind::Div, {scalar(a, v->dtype, *v->device), v}), {&b}, {a});
 }
 Tensor operator-(const Tensor& a) {
   const runtime::TraceScope scope("neg");

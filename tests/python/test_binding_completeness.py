@@ -58,6 +58,26 @@ def test_every_free_op_is_bound():
     assert not missing, f"functions without a Python binding: {missing}"
 
 
+def test_every_elementwise_op_is_bound():
+    """elementwise_ops.def's rows (declared through macros, so not seen by the tests above) in
+    every Python form their row kind promises."""
+    rows = re.findall(r"^(LT_\w+)\((\w+),", (INCLUDE / "elementwise_ops.def").read_text(), re.M)
+    assert rows
+    places = {
+        "LT_UNARY_OP": [(lt.Tensor, "{}"), (lt.Tensor, "{}_"), (lt, "{}")],
+        "LT_UNARY_FUNCTION": [(lt.Tensor, "{}"), (lt, "{}")],
+        "LT_UNARY_NO_GRAD": [(lt.Tensor, "{}"), (lt, "{}")],
+        "LT_BINARY_OP": [(lt.Tensor, "{}"), (lt.Tensor, "{}_")],
+        "LT_BINARY_ALPHA_OP": [(lt.Tensor, "{}"), (lt.Tensor, "{}_")],
+        "LT_ELEMENTWISE_EXTREMUM": [(lt.Tensor, "{}"), (lt.Tensor, "{}_")],
+        "LT_ACTIVATION": [(lt.nn.functional, "{}")],
+    }
+    missing = [f"{kind} {name}: {place.__name__}.{form.format(name)}"
+               for kind, name in rows for place, form in places[kind]
+               if not hasattr(place, form.format(name))]
+    assert not missing, f"elementwise ops without a Python binding: {missing}"
+
+
 def test_runtime_and_metrics_functions_are_bound():
     names = declared("runtime.h", r"^\w[\w:<>, ]* (\w+)\(")
     names |= {f"metrics.{n}" for n in declared("metrics.h", r"^\w[\w:<>, ]* (\w+)\(")}

@@ -296,3 +296,14 @@ def test_dlpack_with_torch(rng):
     h = torch.randn(5).to(torch.float16)
     assert lt.from_dlpack(h).dtype == lt.float16
     assert torch.equal(torch.from_dlpack(lt.from_dlpack(h) * 2.0), h * 2)
+
+
+def test_softplus_matches_numpy_and_its_gradient_is_the_sigmoid_below_the_threshold():
+    rng = np.random.default_rng()
+    a = rng.uniform(-40, 40, size=(5, 7))
+    x = lt.tensor(a, requires_grad=True)
+    close(lt.nn.functional.softplus(x), np.where(a > 20, a, np.log1p(np.exp(a))), rtol=1e-5)
+    y = lt.nn.functional.softplus(x, beta=2.0, threshold=5.0)
+    close(y, np.where(2 * a > 5, a, np.log1p(np.exp(2 * a)) / 2), rtol=1e-5)
+    y.sum().backward()
+    close(x.grad, np.where(2 * a > 5, 1.0, 1 / (1 + np.exp(-2 * a))), rtol=1e-5)

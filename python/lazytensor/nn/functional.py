@@ -10,6 +10,7 @@ from .._C import (  # noqa: F401
     softmax,
 )
 from .._C import dropout as _dropout
+from .._C._activations import *  # noqa: F401,F403 (the activations of elementwise_ops.def)
 
 
 def dropout(input, p=0.5, training=True):
