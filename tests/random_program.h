@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/tensor_impl.h"  // TensorImpl::is_view
+#include "trace/tensor_state.h"  // TensorState::is_view
 
 namespace lt_test {
 
@@ -2214,11 +2214,12 @@ class RandomProgram {
     return out.str();
   }
 
-  // Whether the engine flags `t` as a view (TensorImpl::is_view), refusing in-place ops on it.
+  // Whether the engine flags `t` as a view (TensorState::is_view), refusing in-place ops on it.
   // Besides the view ops' results, some ops return a view of their own result: matmul with a
   // 1-D operand (squeezed), embedding (reshaped).
   static bool engine_view(const Tensor& t) {
-    const bool view = t.impl()->is_view;
+    const lt::trace::TensorState* state = lt::trace::find_state(*t.impl());
+    const bool view = state != nullptr && state->is_view;
     if (view) note_drawn("op result flagged as a view");
     return view;
   }

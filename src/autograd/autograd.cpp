@@ -10,6 +10,7 @@
 #include "runtime/front_end_hooks.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/tensor_state.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -26,15 +27,26 @@ std::atomic<uint64_t> g_next_sequence{1};
 thread_local std::vector<std::shared_ptr<autograd::Function>>* t_release_queue = nullptr;
 
 autograd::Meta& meta_of(const Tensor& t) {
-  auto& meta = t.impl()->autograd;
+  auto& meta = trace::state_of(*t.impl()).autograd;
   if (!meta) meta.reset(new autograd::Meta());
   return *meta;
+}
+
+// Null for tensors autograd never saw.
+autograd::Meta* find_meta(const TensorImpl& impl) {
+  const trace::TensorState* state = trace::find_state(impl);
+  return state ? state->autograd.get() : nullptr;
+}
+
+bool is_view(const TensorImpl& impl) {
+  const trace::TensorState* state = trace::find_state(impl);
+  return state != nullptr && state->is_view;
 }
 
 // Where the gradient of t goes: the op that made it, or its leaf accumulator. Null if t
 // needs none.
 std::shared_ptr<autograd::Function> gradient_edge(const Tensor& t) {
-  const auto& meta = t.impl()->autograd;
+  autograd::Meta* meta = find_meta(*t.impl());
   if (!meta) return nullptr;
   if (meta->grad_fn) return meta->grad_fn;
   if (!meta->requires_grad) return nullptr;
@@ -189,13 +201,13 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     meta.grad = g.detach();
     // A gradient is a value of its own, whatever view of a temporary produced it: in-place
     // updates of it (clipping, zeroing) are the user's to make.
-    meta.grad.impl()->is_view = false;
+    if (trace::TensorState* state = trace::find_state(*meta.grad.impl())) state->is_view = false;
   }
   return {};
 }
 
 bool requires_grad(const Tensor& t) {
-  const auto& meta = t.impl()->autograd;
+  const Meta* meta = find_meta(*t.impl());
   return meta && (meta->requires_grad || meta->grad_fn);
 }
 
@@ -266,7 +278,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 void note_operand(const Tensor& t) {
-  if (t.impl()->autograd && t_grad_enabled) t_operand_requires_grad = true;
+  if (t_grad_enabled && find_meta(*t.impl())) t_operand_requires_grad = true;
 }
 
 void reset_operand_note() {
@@ -279,13 +291,13 @@ const bool g_registered = (runtime::add_outermost_op_hook(reset_operand_note), t
 }  // namespace
 
 void check_in_place(const Tensor& self, const char* op) {
-  if (self.impl()->is_view) {
+  if (is_view(*self.impl())) {
     throw Error(std::string(op) +
                 ": in-place ops on views are not supported (a view is a value here: its base "
                 "would not change); take clone() first or use the out-of-place op");
   }
   if (!t_grad_enabled) return;
-  const auto& meta = self.impl()->autograd;
+  const Meta* meta = find_meta(*self.impl());
   if (meta && meta->requires_grad && !meta->grad_fn) {
     throw Error(
         std::string(op) +
@@ -307,7 +319,8 @@ void check_in_place(const Tensor& self, const char* op) {
 Tensor& Tensor::requires_grad_(bool enable) {
   const runtime::TraceScope scope("requires_grad_");
   if (!defined()) throw Error("requires_grad_: the tensor is undefined");
-  if (!enable && impl_->autograd && impl_->autograd->grad_fn) {
+  const autograd::Meta* meta = find_meta(*impl_);
+  if (!enable && meta && meta->grad_fn) {
     throw Error("requires_grad_: only leaf tensors can stop requiring grad; use detach()");
   }
   if (enable && !dtype_is_floating(dtype())) {
@@ -323,12 +336,14 @@ bool Tensor::requires_grad() const {
 }
 
 bool Tensor::is_leaf() const {
-  return !defined() || !impl_->autograd || !impl_->autograd->grad_fn;
+  if (!defined()) return true;
+  const autograd::Meta* meta = find_meta(*impl_);
+  return !meta || !meta->grad_fn;
 }
 
 Tensor Tensor::grad() const {
-  if (!defined() || !impl_->autograd) return Tensor();
-  return impl_->autograd->grad;
+  const autograd::Meta* meta = defined() ? find_meta(*impl_) : nullptr;
+  return meta ? meta->grad : Tensor();
 }
 
 Tensor& Tensor::mutable_grad() const {
@@ -345,7 +360,7 @@ Tensor Tensor::detach() const {
   } else {
     impl->set_ir(impl_->ir);
   }
-  impl->is_view = impl_->is_view;
+  if (is_view(*impl_)) trace::state_of(*impl).is_view = true;
   return Tensor(std::move(impl));
 }
 

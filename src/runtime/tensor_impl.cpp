@@ -51,6 +51,7 @@ void release(runtime::DeviceDataPtr& data) {
 TensorImpl::~TensorImpl() {
   unlink(this);
   release(data);
+  delete front_end.load(std::memory_order_acquire);
 }
 
 void TensorImpl::set_ir(ir::NodePtr node) {

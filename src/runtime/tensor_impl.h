@@ -12,13 +12,16 @@
 
 namespace lt {
 
-namespace autograd {
-struct Meta;
-// Defined where Meta is complete, so this header need not include autograd's.
-struct MetaDeleter {
-  void operator()(Meta* meta) const;
+namespace runtime {
+// What a front end keeps per tensor beside its value (the Tensor API's: trace/tensor_state.h).
+// The runtime never looks inside; it only deletes it with the tensor. `kind` tells the front
+// ends' states apart: each made its tensors, and answers for those alone.
+struct FrontEndState {
+  explicit FrontEndState(const void* owner) : kind(owner) {}
+  virtual ~FrontEndState() = default;
+  const void* const kind;
 };
-}  // namespace autograd
+}  // namespace runtime
 
 // What a Tensor handle points at: either a pending IR value or device data, never both.
 // Pending tensors are kept in a registry so that mark_step() can find every live one; a
@@ -38,19 +41,9 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   // a failed step gives back. Not counted among its holders, so that the step may still
   // donate its buffer to this tensor's own new value.
   runtime::DeviceDataPtr before_step;
-  // Autograd's state (requires_grad, grad_fn, grad); null for tensors autograd never saw.
-  std::unique_ptr<autograd::Meta, autograd::MetaDeleter> autograd;
-  // Made by a view op (reshape, transpose, ...): in-place ops on it are refused, since the
-  // base would not see them.
-  bool is_view = false;
-  // Counts the in-place writes of this tensor (trace::assign): what a kept autocast copy was
-  // made at is compared with it.
-  std::atomic<uint64_t> writes{0};
-  // Autocast's kept bf16 copy of this tensor, the writes it was cast at, and
-  // whether a product read it since; guarded by autocast's mutex (trace/autocast.cpp).
-  std::shared_ptr<TensorImpl> autocast_copy;
-  uint64_t autocast_copy_writes = 0;
-  bool autocast_copy_read = false;
+  // The front end's state of this tensor, made by the front end when it first needs one
+  // (most tensors never get one); owned here.
+  std::atomic<runtime::FrontEndState*> front_end{nullptr};
 
   // Rebinds to a pending value (registering as pending) or to device data.
   void set_ir(ir::NodePtr node);

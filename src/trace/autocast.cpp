@@ -13,6 +13,7 @@
 #include "runtime/front_end_hooks.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/tensor_state.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -102,7 +103,7 @@ Tensor bf16_copy(const Tensor& x) {
     for (size_t a = 0; a < value->attrs.size(); ++a) layout.push_back(value->attrs[a]);
     Tensor copy = make_tensor(ir::make_node(ir::OpKind::View, DType::bf16, value->shape,
                                             {cast(value->operands[0], DType::bf16)}, layout));
-    copy.impl()->is_view = true;
+    state_of(*copy.impl()).is_view = true;
     return copy;
   }
   return x.to(DType::bf16);
@@ -116,18 +117,18 @@ Tensor kept_copy(const Tensor& x, bool read) {
   const NoGradGuard no_grad;
   // Every tensor keeps its copy while it lives (the query, key and value products of one
   // input cast it once), listed for mark_step's refresh.
-  TensorImpl& impl = *x.impl();
+  TensorState& state = state_of(*x.impl());
   const std::lock_guard<std::mutex> lock(copies_mutex());
-  const uint64_t writes = impl.writes.load(std::memory_order_relaxed);
-  if (impl.autocast_copy && impl.autocast_copy_writes == writes) {
-    impl.autocast_copy_read = impl.autocast_copy_read || read;
-    return Tensor(impl.autocast_copy);
+  const uint64_t writes = state.writes.load(std::memory_order_relaxed);
+  if (state.autocast_copy && state.autocast_copy_writes == writes) {
+    state.autocast_copy_read = state.autocast_copy_read || read;
+    return Tensor(state.autocast_copy);
   }
-  if (!impl.autocast_copy) remember(x.impl());
+  if (!state.autocast_copy) remember(x.impl());
   const Tensor copy = bf16_copy(x);
-  impl.autocast_copy = copy.impl();
-  impl.autocast_copy_writes = writes;
-  impl.autocast_copy_read = read;
+  state.autocast_copy = copy.impl();
+  state.autocast_copy_writes = writes;
+  state.autocast_copy_read = read;
   return copy;
 }
 
@@ -142,21 +143,22 @@ void refresh_autocast_copies() {
   const std::lock_guard<std::mutex> lock(copies_mutex());
   KeptList& list = kept();
   std::erase_if(list.tensors, [](const std::weak_ptr<TensorImpl>& weak) {
-    const std::shared_ptr<TensorImpl> impl = weak.lock();
+    const std::shared_ptr<TensorImpl> tensor_impl = weak.lock();
+    TensorState* impl = tensor_impl ? find_state(*tensor_impl) : nullptr;
     if (!impl || !impl->autocast_copy) return true;
     const uint64_t writes = impl->writes.load(std::memory_order_relaxed);
     if (impl->autocast_copy_writes == writes) return false;
     // Written since its cast. A parameter (a leaf that requires grad, now) whose copy was
     // read gets its new copy in this graph; any other copy is dropped, so that a stale one
     // is neither computed by this cut nor kept.
-    const Tensor tensor(impl);
+    const Tensor tensor(tensor_impl);
     if (!impl->autocast_copy_read || !tensor.requires_grad() || !tensor.is_leaf()) {
       impl->autocast_copy.reset();
       return true;
     }
     // Rebound in place: a step that fails gives the copy its old value back, with the
     // parameter's.
-    impl->autocast_copy->set_ir(cast(impl->value(), DType::bf16));
+    impl->autocast_copy->set_ir(cast(tensor_impl->value(), DType::bf16));
     impl->autocast_copy_writes = writes;
     impl->autocast_copy_read = false;
     return false;

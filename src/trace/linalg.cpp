@@ -10,6 +10,7 @@
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/autocast.h"
+#include "trace/tensor_state.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -136,7 +137,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = batched_product(a2, b2, "matmul");
   if (rb == 1) out = out.squeeze(-1);
   if (ra == 1) out = out.squeeze(rb == 1 ? -1 : -2);
-  out.impl()->is_view = false;  // a new value, whatever shape it was given: nothing aliases it
+  // A new value, whatever shape it was given: nothing aliases it.
+  if (trace::TensorState* state = trace::find_state(*out.impl())) state->is_view = false;
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "lazytensor/functional.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/tensor_state.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -208,7 +209,8 @@ Tensor embedding(const Tensor& first, const Tensor& second, std::optional<int64_
   std::vector<int64_t> sizes = i->shape.to_vector();
   sizes.push_back(w->shape[1]);
   Tensor out = weight.index_select(0, ids.reshape({-1})).reshape(sizes);
-  out.impl()->is_view = false;  // rows gathered into a new value: nothing aliases it
+  // Rows gathered into a new value: nothing aliases it.
+  if (trace::TensorState* state = trace::find_state(*out.impl())) state->is_view = false;
   if (padding_idx && out.requires_grad()) {
     // The same values, but positions holding the padding id pass no gradient to its row.
     const int64_t pad = *padding_idx < 0 ? *padding_idx + rows : *padding_idx;

@@ -14,6 +14,7 @@
 #include "runtime/graph_executor.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/tensor_state.h"
 
 namespace lt::trace {
 
@@ -263,7 +264,7 @@ Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
                 " doesn't match the broadcast shape " + result->shape.str());
   }
   self.impl()->set_ir(cast(result, self.dtype()));
-  self.impl()->writes.fetch_add(1, std::memory_order_relaxed);
+  state_of(*self.impl()).writes.fetch_add(1, std::memory_order_relaxed);
   return self;
 }
 

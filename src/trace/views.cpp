@@ -9,6 +9,7 @@
 #include "lazytensor/error.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
+#include "trace/tensor_state.h"
 #include "trace/trace.h"
 
 namespace lt {
@@ -61,7 +62,7 @@ ir::NodePtr make_view(const Layout& layout) {
 
 Tensor view_tensor(const ir::NodePtr& node) {
   Tensor t = trace::make_tensor(node);
-  t.impl()->is_view = true;
+  trace::state_of(*t.impl()).is_view = true;
   return t;
 }
 
