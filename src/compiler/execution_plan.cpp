@@ -211,204 +211,251 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
   if (num_temps > 0) plan.arena_bytes = std::max(plan.arena_bytes, kArenaAlignment);
 }
 
-}  // namespace
+// One plan's work, phase by phase: slots and scalar positions, launches (and row groups),
+// where each slot is first written and last read, temporaries written over dying ones, the
+// arena, and the outputs that may take over an input's buffer.
+class Planner {
+ public:
+  Planner(const ir::Graph& graph, const FusionOptions& options)
+      : graph_(graph), options_(options) {}
 
-ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options) {
-  ExecutionPlan plan;
-  plan.kernels = partition(graph, options);
-  const size_t n = graph.nodes.size();
+  ExecutionPlan run() {
+    plan_.kernels = partition(graph_, options_);
+    number_slots_and_scalars();
+    group_launches();
+    if (options_.row_groups) group_rows(graph_, plan_);
+    follow_slots_in_execution_order();
+    span_row_groups();
+    index_readers();
+    reuse_temporaries();
+    assign_arena(plan_, group_first_, group_last_);
+    find_donation_candidates();
+    return std::move(plan_);
+  }
 
-  plan.num_inputs = static_cast<int>(graph.inputs.size());
-  plan.num_outputs = static_cast<int>(graph.outputs.size());
-  plan.slot_of.assign(n, -1);
-  for (size_t i = 0; i < graph.inputs.size(); ++i) {
-    plan.slot_of[graph.inputs[i]] = static_cast<int32_t>(i);
-  }
-  for (size_t o = 0; o < graph.outputs.size(); ++o) {
-    plan.slot_of[graph.outputs[o]] = plan.num_inputs + static_cast<int32_t>(o);
-  }
-  uint32_t current_launch = 0;
-  auto slot_for = [&](uint32_t node) {
-    if (plan.slot_of[node] < 0) {  // a temporary, first met where it is written
-      const ir::Node& value = graph.node(node);
-      plan.slot_of[node] =
-          plan.num_inputs + plan.num_outputs + static_cast<int32_t>(plan.temp_bytes.size());
-      plan.temp_bytes.push_back(value.shape.numel() * dtype_size(value.dtype));
-      plan.temp_first_launch.push_back(current_launch);
-      plan.temp_last_launch.push_back(current_launch);
+ private:
+  void number_slots_and_scalars() {
+    const size_t n = graph_.nodes.size();
+    plan_.num_inputs = static_cast<int>(graph_.inputs.size());
+    plan_.num_outputs = static_cast<int>(graph_.outputs.size());
+    first_temp_ = plan_.num_inputs + plan_.num_outputs;
+    plan_.slot_of.assign(n, -1);
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      plan_.slot_of[graph_.inputs[i]] = static_cast<int32_t>(i);
     }
-    return plan.slot_of[node];
-  };
-
-  plan.scalar_position.assign(n, 0);
-  for (size_t s = 0; s < graph.scalars.size(); ++s) {
-    plan.scalar_position[graph.scalars[s]] = static_cast<uint32_t>(s);
+    for (size_t o = 0; o < graph_.outputs.size(); ++o) {
+      plan_.slot_of[graph_.outputs[o]] = plan_.num_inputs + static_cast<int32_t>(o);
+    }
+    plan_.scalar_position.assign(n, 0);
+    for (size_t s = 0; s < graph_.scalars.size(); ++s) {
+      plan_.scalar_position[graph_.scalars[s]] = static_cast<uint32_t>(s);
+    }
   }
 
   // Kernels arrive sorted by level; a launch's place is that of its first kernel.
-  std::map<std::pair<int, std::string>, size_t> launch_of;
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    const Kernel& kernel = plan.kernels[k];
-    // Opaque ops run one by one: each has its own shapes and routine.
-    const std::string key =
-        kernel.opaque >= 0 ? "opaque " + std::to_string(k) : kernel.program.key();
-    auto [it, fresh] = launch_of.emplace(std::make_pair(kernel.level, key), plan.launches.size());
-    if (fresh) plan.launches.emplace_back();
-    plan.launches[it->second].kernels.push_back(static_cast<uint32_t>(k));
+  void group_launches() {
+    std::map<std::pair<int, std::string>, size_t> launch_of;
+    for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+      const Kernel& kernel = plan_.kernels[k];
+      // Opaque ops run one by one: each has its own shapes and routine.
+      const std::string key =
+          kernel.opaque >= 0 ? "opaque " + std::to_string(k) : kernel.program.key();
+      auto [it, fresh] =
+          launch_of.emplace(std::make_pair(kernel.level, key), plan_.launches.size());
+      if (fresh) plan_.launches.emplace_back();
+      plan_.launches[it->second].kernels.push_back(static_cast<uint32_t>(k));
+    }
   }
 
-  if (options.row_groups) group_rows(graph, plan);
+  // The slot of `node`; a temporary gets one where it is first met (written) at `launch`.
+  int slot_for(uint32_t node, uint32_t launch) {
+    if (plan_.slot_of[node] < 0) {
+      const ir::Node& value = graph_.node(node);
+      plan_.slot_of[node] = first_temp_ + static_cast<int32_t>(plan_.temp_bytes.size());
+      plan_.temp_bytes.push_back(value.shape.numel() * dtype_size(value.dtype));
+      plan_.temp_first_launch.push_back(launch);
+      plan_.temp_last_launch.push_back(launch);
+    }
+    return plan_.slot_of[node];
+  }
 
   // Slots in execution order, who writes each output, and when each temporary is first
   // written and last read.
-  const int first_temp = plan.num_inputs + plan.num_outputs;
-  std::vector<int32_t> writer(plan.num_outputs, -1);  // kernel index
-  std::vector<uint32_t> launch_of_kernel(plan.kernels.size(), 0);
-  for (uint32_t l = 0; l < plan.launches.size(); ++l) {
-    current_launch = l;
-    for (uint32_t k : plan.launches[l].kernels) {
-      launch_of_kernel[k] = l;
-      const Kernel& kernel = plan.kernels[k];
-      for (uint32_t node : kernel.input_nodes) {
-        const int slot = slot_for(storage_node(graph, node));
-        if (slot >= first_temp) plan.temp_last_launch[slot - first_temp] = l;
-      }
-      for (uint32_t node : kernel.output_nodes) {
-        const int slot = slot_for(node);
-        if (slot >= plan.num_inputs && slot < first_temp) {
-          writer[slot - plan.num_inputs] = static_cast<int32_t>(k);
+  void follow_slots_in_execution_order() {
+    writer_.assign(plan_.num_outputs, -1);
+    launch_of_kernel_.assign(plan_.kernels.size(), 0);
+    for (uint32_t l = 0; l < plan_.launches.size(); ++l) {
+      for (uint32_t k : plan_.launches[l].kernels) {
+        launch_of_kernel_[k] = l;
+        const Kernel& kernel = plan_.kernels[k];
+        for (uint32_t node : kernel.input_nodes) {
+          const int slot = slot_for(storage_node(graph_, node), l);
+          if (slot >= first_temp_) plan_.temp_last_launch[slot - first_temp_] = l;
+        }
+        for (uint32_t node : kernel.output_nodes) {
+          const int slot = slot_for(node, l);
+          if (slot >= plan_.num_inputs && slot < first_temp_) {
+            writer_[slot - plan_.num_inputs] = static_cast<int32_t>(k);
+          }
         }
       }
     }
   }
+
   // The launches of a row group run interleaved, row block by row block: for ordering they
   // count as one, from the group's first launch to its last.
-  std::vector<uint32_t> group_first(plan.launches.size()), group_last(plan.launches.size());
-  for (uint32_t l = 0; l < plan.launches.size();) {
-    const uint32_t count = std::max<uint32_t>(1, plan.launches[l].row_group);
-    for (uint32_t m = l; m < l + count; ++m) {
-      group_first[m] = l;
-      group_last[m] = l + count - 1;
+  void span_row_groups() {
+    group_first_.assign(plan_.launches.size(), 0);
+    group_last_.assign(plan_.launches.size(), 0);
+    for (uint32_t l = 0; l < plan_.launches.size();) {
+      const uint32_t count = std::max<uint32_t>(1, plan_.launches[l].row_group);
+      for (uint32_t m = l; m < l + count; ++m) {
+        group_first_[m] = l;
+        group_last_[m] = l + count - 1;
+      }
+      l += count;
     }
-    l += count;
   }
-  std::vector<uint32_t> temp_node(plan.temp_bytes.size());
-  for (uint32_t i = 0; i < n; ++i) {
-    if (plan.slot_of[i] >= first_temp) temp_node[plan.slot_of[i] - first_temp] = i;
-  }
-  auto node_in_slot = [&](int slot) { return temp_node[slot - first_temp]; };
-  // Per slot, the kernels that read it (through views too).
-  std::vector<std::vector<uint32_t>> readers(plan.temp_bytes.size() + first_temp);
-  for (uint32_t k = 0; k < plan.kernels.size(); ++k) {
-    for (uint32_t node : plan.kernels[k].input_nodes) {
-      const int slot = plan.slot_of[storage_node(graph, node)];
-      if (slot >= 0 && (readers[slot].empty() || readers[slot].back() != k)) {
-        readers[slot].push_back(k);
+
+  // Each temporary's node, and per slot the kernels that read it (through views too).
+  void index_readers() {
+    temp_node_.assign(plan_.temp_bytes.size(), 0);
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (plan_.slot_of[i] >= first_temp_) temp_node_[plan_.slot_of[i] - first_temp_] = i;
+    }
+    readers_.assign(plan_.temp_bytes.size() + first_temp_, {});
+    for (uint32_t k = 0; k < plan_.kernels.size(); ++k) {
+      for (uint32_t node : plan_.kernels[k].input_nodes) {
+        const int slot = plan_.slot_of[storage_node(graph_, node)];
+        if (slot >= 0 && (readers_[slot].empty() || readers_[slot].back() != k)) {
+          readers_[slot].push_back(k);
+        }
       }
     }
   }
+
   // Whether kernel k, in a row group, reads slot `slot` only row for row: each block of the
   // group's rows reads only those rows of it, so a later launch of the group may overwrite
   // them.
-  auto reads_rows = [&](uint32_t k, int slot) {
-    const Kernel& kernel = plan.kernels[k];
+  bool reads_rows(uint32_t k, int slot) const {
+    const Kernel& kernel = plan_.kernels[k];
     const std::vector<int64_t> rows =
-        reduced_rows(plan, plan.launches[group_first[launch_of_kernel[k]]]);
+        reduced_rows(plan_, plan_.launches[group_first_[launch_of_kernel_[k]]]);
     if (rows.empty()) return false;
     for (uint32_t node : kernel.input_nodes) {
-      if (plan.slot_of[storage_node(graph, node)] != slot) continue;
-      const ir::Node& value = graph.node(node);
-      if (!reads_storage_in_order(graph, node) ||
+      if (plan_.slot_of[storage_node(graph_, node)] != slot) continue;
+      const ir::Node& value = graph_.node(node);
+      if (!reads_storage_in_order(graph_, node) ||
           value.shape.rank() != kernel.iteration_shape.rank() || !starts_with(value.shape, rows)) {
         return false;
       }
     }
     return true;
-  };
+  }
+
   // Whether elementwise kernel k may write its output (of `out`'s dtype and size) over the
   // buffer of input slot `slot`: k reads it element for element (never through a view that
   // reorders it), and every other reader has finished before k's launch (or row group) starts
   // or reads only its rows earlier in k's row group. A kernel reads an input element for
   // element exactly when the input has as many elements as the iteration space (it broadcasts
   // to it, so no dim is expanded).
-  auto may_overwrite = [&](uint32_t k, int slot, const ir::Node& out) {
-    const Kernel& kernel = plan.kernels[k];
-    const ir::Node& in = graph.node(slot < first_temp ? graph.inputs[slot] : node_in_slot(slot));
+  bool may_overwrite(uint32_t k, int slot, const ir::Node& out) const {
+    const Kernel& kernel = plan_.kernels[k];
+    const ir::Node& in =
+        graph_.node(slot < first_temp_ ? graph_.inputs[slot] : temp_node_[slot - first_temp_]);
     if (in.dtype != out.dtype || in.shape.numel() != out.shape.numel() ||
         in.shape.numel() != kernel.iteration_shape.numel()) {
       return false;
     }
     for (uint32_t node : kernel.input_nodes) {
-      if (plan.slot_of[storage_node(graph, node)] == slot && !reads_storage_in_order(graph, node)) {
+      if (plan_.slot_of[storage_node(graph_, node)] == slot &&
+          !reads_storage_in_order(graph_, node)) {
         return false;
       }
     }
-    const uint32_t launch = launch_of_kernel[k];
-    for (uint32_t other : readers[slot]) {
-      if (other == k || group_last[launch_of_kernel[other]] < group_first[launch]) continue;
+    const uint32_t launch = launch_of_kernel_[k];
+    for (uint32_t other : readers_[slot]) {
+      if (other == k || group_last_[launch_of_kernel_[other]] < group_first_[launch]) continue;
       // In k's row group: fine if it runs before k and reads only the rows it computes.
-      if (group_first[launch_of_kernel[other]] != group_first[launch] ||
-          launch_of_kernel[other] >= launch || !reads_rows(other, slot)) {
+      if (group_first_[launch_of_kernel_[other]] != group_first_[launch] ||
+          launch_of_kernel_[other] >= launch || !reads_rows(other, slot)) {
         return false;
       }
     }
     return true;
-  };
+  }
 
   // Temporaries written over dying ones: the bias added to a GEMM's result, a gradient
   // scaled by clipping, a loss gradient over the logits it is computed from.
-  const size_t num_temps = plan.temp_bytes.size();
-  plan.temp_reuses.assign(num_temps, -1);
-  std::vector<char> taken(num_temps, 0);
-  for (uint32_t l = 0; l < plan.launches.size(); ++l) {
-    for (uint32_t k : plan.launches[l].kernels) {
-      const Kernel& kernel = plan.kernels[k];
-      if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
-      for (uint32_t out_node : kernel.output_nodes) {
-        const int out_slot = plan.slot_of[out_node];
-        if (out_slot < first_temp) continue;
-        for (uint32_t node : kernel.input_nodes) {
-          const int slot = plan.slot_of[storage_node(graph, node)];
-          if (slot < first_temp || slot == out_slot) continue;
-          const size_t t = static_cast<size_t>(slot - first_temp);
-          if (taken[t] || !may_overwrite(k, slot, graph.node(out_node))) continue;
-          taken[t] = 1;
-          plan.temp_reuses[out_slot - first_temp] = static_cast<int32_t>(t);
-          break;
+  void reuse_temporaries() {
+    const size_t num_temps = plan_.temp_bytes.size();
+    plan_.temp_reuses.assign(num_temps, -1);
+    std::vector<char> taken(num_temps, 0);
+    for (uint32_t l = 0; l < plan_.launches.size(); ++l) {
+      for (uint32_t k : plan_.launches[l].kernels) {
+        const Kernel& kernel = plan_.kernels[k];
+        if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
+        for (uint32_t out_node : kernel.output_nodes) {
+          const int out_slot = plan_.slot_of[out_node];
+          if (out_slot < first_temp_) continue;
+          for (uint32_t node : kernel.input_nodes) {
+            const int slot = plan_.slot_of[storage_node(graph_, node)];
+            if (slot < first_temp_ || slot == out_slot) continue;
+            const size_t t = static_cast<size_t>(slot - first_temp_);
+            if (taken[t] || !may_overwrite(k, slot, graph_.node(out_node))) continue;
+            taken[t] = 1;
+            plan_.temp_reuses[out_slot - first_temp_] = static_cast<int32_t>(t);
+            break;
+          }
         }
       }
     }
   }
 
-  assign_arena(plan, group_first, group_last);
-
   // Graph outputs that may take over an input's buffer (a parameter updated by the optimizer
   // that the forward and backward passes read before), when written after the last launch
   // that can fail.
-  int64_t last_fallible = -1;
-  for (uint32_t k = 0; k < plan.kernels.size(); ++k) {
-    const Kernel& kernel = plan.kernels[k];
-    if (kernel.opaque >= 0 &&
-        may_fail_at_run_time(graph.node(static_cast<uint32_t>(kernel.opaque)).op)) {
-      last_fallible = std::max<int64_t>(last_fallible, group_last[launch_of_kernel[k]]);
+  void find_donation_candidates() {
+    int64_t last_fallible = -1;
+    for (uint32_t k = 0; k < plan_.kernels.size(); ++k) {
+      const Kernel& kernel = plan_.kernels[k];
+      if (kernel.opaque >= 0 &&
+          may_fail_at_run_time(graph_.node(static_cast<uint32_t>(kernel.opaque)).op)) {
+        last_fallible = std::max<int64_t>(last_fallible, group_last_[launch_of_kernel_[k]]);
+      }
+    }
+    plan_.output_launch.assign(plan_.num_outputs, UINT32_MAX);
+    plan_.donation_candidates.resize(plan_.num_outputs);
+    for (int o = 0; o < plan_.num_outputs; ++o) {
+      if (writer_[o] < 0) continue;
+      plan_.output_launch[o] = group_first_[launch_of_kernel_[writer_[o]]];
+      if (static_cast<int64_t>(plan_.output_launch[o]) <= last_fallible) continue;
+      const Kernel& kernel = plan_.kernels[writer_[o]];
+      if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
+      const ir::Node& out = graph_.node(graph_.outputs[o]);
+      for (uint32_t node : kernel.input_nodes) {
+        const int slot = plan_.slot_of[storage_node(graph_, node)];
+        if (slot >= plan_.num_inputs) continue;
+        if (may_overwrite(writer_[o], slot, out)) plan_.donation_candidates[o].push_back(slot);
+      }
     }
   }
-  plan.output_launch.assign(plan.num_outputs, UINT32_MAX);
-  plan.donation_candidates.resize(plan.num_outputs);
-  for (int o = 0; o < plan.num_outputs; ++o) {
-    if (writer[o] < 0) continue;
-    plan.output_launch[o] = group_first[launch_of_kernel[writer[o]]];
-    if (static_cast<int64_t>(plan.output_launch[o]) <= last_fallible) continue;
-    const Kernel& kernel = plan.kernels[writer[o]];
-    if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
-    const ir::Node& out = graph.node(graph.outputs[o]);
-    for (uint32_t node : kernel.input_nodes) {
-      const int slot = plan.slot_of[storage_node(graph, node)];
-      if (slot >= plan.num_inputs) continue;
-      if (may_overwrite(writer[o], slot, out)) plan.donation_candidates[o].push_back(slot);
-    }
-  }
-  return plan;
+
+  const ir::Graph& graph_;
+  const FusionOptions& options_;
+  ExecutionPlan plan_;
+  int first_temp_ = 0;                              // the first temporary's slot
+  std::vector<int32_t> writer_;                     // per output, the kernel that writes it
+  std::vector<uint32_t> launch_of_kernel_;          // per kernel
+  std::vector<uint32_t> group_first_, group_last_;  // per launch, its row group's span
+  std::vector<uint32_t> temp_node_;                 // per temporary
+  std::vector<std::vector<uint32_t>> readers_;      // per slot, the kernels reading it
+};
+
+}  // namespace
+
+ExecutionPlan plan_execution(const ir::Graph& graph, const FusionOptions& options) {
+  return Planner(graph, options).run();
 }
 
 bool may_fail_at_run_time(ir::OpKind op) {
