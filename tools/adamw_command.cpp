@@ -372,4 +372,43 @@ int run_adamw_command(const AdamWCommandOptions& options) {
   return 0;
 }
 
+Command add_adamw_command(CLI::App& app) {
+  auto options = std::make_shared<AdamWCommandOptions>();
+  auto* adamw = app.add_subcommand("adamw", "HuggingFace AdamW steps over a model's parameters");
+  adamw->add_option("--model", options->model, "tiny, bert-base or bert-large")
+      ->capture_default_str();
+  adamw->add_option("--steps", options->steps, "optimizer steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  adamw->add_option("--scalars", options->scalars, "argument, cached, uncached or constant")
+      ->capture_default_str();
+  adamw->add_option("--clip-norm", options->clip_norm, "clip gradients to this global norm");
+  adamw->add_option("--schedule", options->schedule, "constant, linear or cosine")
+      ->capture_default_str();
+  adamw->add_option("--warmup", options->warmup, "warm-up steps (default: a tenth)");
+  adamw->add_option("--lr", options->lr, "learning rate")->capture_default_str();
+  adamw
+      ->add_option("--precision", options->precision,
+                   "fp32 (f32 parameters, gradients, moments); mixed (bf16 parameters and "
+                   "gradients, f32 masters and moments); bf16 (everything bf16, stochastically "
+                   "rounded); 8bit (bf16 parameters and gradients, block-wise 8-bit moments)")
+      ->capture_default_str();
+  adamw->add_option("--weight-decay", options->weight_decay, "weight decay")->capture_default_str();
+  adamw
+      ->add_option("--roofline-steps", options->roofline_steps,
+                   "extra steps timed alone against the roofline kernel (0: skip)")
+      ->capture_default_str();
+  adamw->add_flag("--compare", options->compare,
+                  "run the four scalar policies one after another, side by side");
+  adamw->add_flag("--quiet", options->quiet, "no progress line");
+  adamw->add_flag("--zero", options->zero,
+                  "ZeRO stage 1: each rank keeps the optimizer state of 1/N of the parameters "
+                  "(under mpirun -np N)");
+  adamw->add_option("--json", options->json_path, "write the results as JSON");
+  adamw->add_option("--trace", options->trace_path, "write a Chrome trace-event timeline");
+  adamw->add_option("--dump", options->dump_dir,
+                    "write starting parameters, gradients and final parameters (raw f32) here");
+  return {adamw, [options] { return run_adamw_command(*options); }};
+}
+
 }  // namespace lt::tools

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "lazytensor/models.h"
 #include "lazytensor/runtime.h"
 
@@ -72,5 +73,7 @@ int64_t delta(const std::map<std::string, int64_t>& after,
 
 // `lazytensor adamw`: HuggingFace AdamW steps over a model's parameter shapes.
 int run_adamw_command(const AdamWCommandOptions& options);
+// Adds `lazytensor adamw` and its options to `app`.
+Command add_adamw_command(CLI::App& app);
 
 }  // namespace lt::tools

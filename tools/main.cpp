@@ -5,11 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
 #include "adamw_command.h"
+#include "command.h"
 #include "lazytensor/lazytensor.h"
 #include "plot_command.h"
 #include "scaling_command.h"
@@ -87,6 +89,20 @@ int run_params(const std::string& model) {
   return 0;
 }
 
+lt::tools::Command add_demo_command(CLI::App& app) {
+  auto steps = std::make_shared<int>(5);
+  auto* demo = app.add_subcommand("demo", "trace a few steps and print the metrics report");
+  demo->add_option("--steps", *steps, "steps to run")->check(CLI::PositiveNumber);
+  return {demo, [steps] { return run_demo(*steps); }};
+}
+
+lt::tools::Command add_params_command(CLI::App& app) {
+  auto model = std::make_shared<std::string>("bert-large");
+  auto* params = app.add_subcommand("params", "print a model's parameter shapes as JSON");
+  params->add_option("--model", *model, "tiny, bert-base or bert-large");
+  return {params, [model] { return run_params(*model); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,161 +110,20 @@ int main(int argc, char** argv) {
   CLI::App app{"lazytensor: a lazy-tensor engine"};
   app.require_subcommand(1);
 
-  int demo_steps = 5;
-  auto* demo = app.add_subcommand("demo", "trace a few steps and print the metrics report");
-  demo->add_option("--steps", demo_steps, "steps to run")->check(CLI::PositiveNumber);
-
-  std::string params_model = "bert-large";
-  auto* params = app.add_subcommand("params", "print a model's parameter shapes as JSON");
-  params->add_option("--model", params_model, "tiny, bert-base or bert-large");
-
-  lt::tools::AdamWCommandOptions adamw_options;
-  auto* adamw = app.add_subcommand("adamw", "HuggingFace AdamW steps over a model's parameters");
-  adamw->add_option("--model", adamw_options.model, "tiny, bert-base or bert-large")
-      ->capture_default_str();
-  adamw->add_option("--steps", adamw_options.steps, "optimizer steps")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  adamw->add_option("--scalars", adamw_options.scalars, "argument, cached, uncached or constant")
-      ->capture_default_str();
-  adamw->add_option("--clip-norm", adamw_options.clip_norm, "clip gradients to this global norm");
-  adamw->add_option("--schedule", adamw_options.schedule, "constant, linear or cosine")
-      ->capture_default_str();
-  adamw->add_option("--warmup", adamw_options.warmup, "warm-up steps (default: a tenth)");
-  adamw->add_option("--lr", adamw_options.lr, "learning rate")->capture_default_str();
-  adamw
-      ->add_option("--precision", adamw_options.precision,
-                   "fp32 (f32 parameters, gradients, moments); mixed (bf16 parameters and "
-                   "gradients, f32 masters and moments); bf16 (everything bf16, stochastically "
-                   "rounded); 8bit (bf16 parameters and gradients, block-wise 8-bit moments)")
-      ->capture_default_str();
-  adamw->add_option("--weight-decay", adamw_options.weight_decay, "weight decay")
-      ->capture_default_str();
-  adamw
-      ->add_option("--roofline-steps", adamw_options.roofline_steps,
-                   "extra steps timed alone against the roofline kernel (0: skip)")
-      ->capture_default_str();
-  adamw->add_flag("--compare", adamw_options.compare,
-                  "run the four scalar policies one after another, side by side");
-  adamw->add_flag("--quiet", adamw_options.quiet, "no progress line");
-  adamw->add_flag("--zero", adamw_options.zero,
-                  "ZeRO stage 1: each rank keeps the optimizer state of 1/N of the parameters "
-                  "(under mpirun -np N)");
-  adamw->add_option("--json", adamw_options.json_path, "write the results as JSON");
-  adamw->add_option("--trace", adamw_options.trace_path, "write a Chrome trace-event timeline");
-  adamw->add_option("--dump", adamw_options.dump_dir,
-                    "write starting parameters, gradients and final parameters (raw f32) here");
-
-  lt::tools::ScalingCommandOptions scaling_options;
-  auto* scaling = app.add_subcommand(
-      "scaling", "scalar policies against the number of parameter tensors (HF AdamW)");
-  scaling->add_option("--tensors", scaling_options.tensor_counts, "numbers of tensors to try")
-      ->capture_default_str();
-  scaling->add_option("--size", scaling_options.tensor_size, "elements per tensor")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  scaling->add_option("--steps", scaling_options.steps, "steps per run (at least 3)")
-      ->check(CLI::Range(3, 1000000))
-      ->capture_default_str();
-  scaling->add_option("--json", scaling_options.json_path, "write the table as JSON");
-
-  lt::tools::TrainCommandOptions train_options;
-  auto* train = app.add_subcommand(
-      "train", "train BERT (masked-language model) on real text, from scratch or MiniLM's weights");
-  train->add_option("--model", train_options.model, "tiny, mini, base or large")
-      ->check(CLI::IsMember({"tiny", "mini", "base", "large"}))
-      ->capture_default_str();
-  train
-      ->add_option("--init", train_options.init,
-                   "random, minilm (all-MiniLM-L6-v2, from `make models`) or a safetensors file")
-      ->capture_default_str();
-  train->add_option("--data", train_options.data, "a UTF-8 text file or a folder of them")
-      ->capture_default_str();
-  train->add_option("--steps", train_options.steps, "optimizer steps in all")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  train->add_option("--batch", train_options.batch, "sequences per step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  train->add_option("--seq", train_options.seq, "tokens per sequence")
-      ->check(CLI::Range(3, 512))
-      ->capture_default_str();
-  train->add_option("--lr", train_options.lr, "peak learning rate")->capture_default_str();
-  train->add_option("--warmup", train_options.warmup, "warm-up steps (default: a tenth)");
-  train->add_option("--schedule", train_options.schedule, "constant, linear or cosine")
-      ->check(CLI::IsMember({"constant", "linear", "cosine"}))
-      ->capture_default_str();
-  train->add_option("--clip-norm", train_options.clip_norm, "global gradient norm (0: no clipping)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  train->add_option("--weight-decay", train_options.weight_decay, "AdamW's decoupled weight decay")
-      ->capture_default_str();
-  train
-      ->add_option("--precision", train_options.precision,
-                   "fp32, or bf16: autocast (matrix products on bf16 copies with f32 sums; "
-                   "f32 weights, optimizer, softmax, layer norm and loss)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
-  train
-      ->add_option("--optimizer-precision", train_options.optimizer_precision,
-                   "AdamW's state: fp32, bf16 (moments, weights kept f32) or 8bit (block-wise "
-                   "quantized moments)")
-      ->check(CLI::IsMember({"fp32", "bf16", "8bit"}))
-      ->capture_default_str();
-  train
-      ->add_option("--mlm-head", train_options.mlm_head,
-                   "predicted: the MLM head at the predicted tokens only (BERT's pretraining); "
-                   "all: at every position (HuggingFace's BertForMaskedLM); the same loss")
-      ->check(CLI::IsMember({"predicted", "all"}))
-      ->capture_default_str();
-  train
-      ->add_option("--dropout", train_options.dropout,
-                   "dropout probability (default: the model's 0.1)")
-      ->check(CLI::Range(0.0, 0.99));
-  train->add_option("--scalars", train_options.scalars, "argument, cached, uncached or constant")
-      ->check(CLI::IsMember({"argument", "cached", "uncached", "constant"}))
-      ->capture_default_str();
-  train->add_option("--seed", train_options.seed, "initial weights, batch order, masks, dropout")
-      ->capture_default_str();
-  train->add_option("--eval-every", train_options.eval_every,
-                    "held-out loss every K steps (default: ten times a run)");
-  train->add_option("--eval-batches", train_options.eval_batches, "held-out batches per evaluation")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  train->add_option("--json", train_options.json_path,
-                    "write the metrics as JSON (and the loss curve as PNG beside it)");
-  train->add_option("--plot", train_options.plot_path, "write the loss curve here (PNG)");
-  train->add_option("--trace", train_options.trace_path, "write a Chrome trace-event timeline");
-  train->add_option("--save", train_options.save_path,
-                    "write a checkpoint (safetensors) at the end, and every --save-every steps");
-  train->add_option("--save-every", train_options.save_every, "checkpoint period in steps")
-      ->check(CLI::NonNegativeNumber);
-  train->add_option("--resume", train_options.resume_path, "continue from a checkpoint");
-  train->add_option(
-      "--export-batches", train_options.export_batches_path,
-      "write the masked batches of the run (safetensors), for the PyTorch parity check");
-  train->add_flag("--compare", train_options.compare,
-                  "the same steps under each scalar policy, side by side");
-  train->add_flag("--quiet", train_options.quiet, "no progress bar");
-
-  lt::tools::PlotCommandOptions plot_options;
-  auto* plot = app.add_subcommand("plot", "the loss curves of several `train --json` reports");
-  plot->add_option("runs", plot_options.runs, "train reports (JSON)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  plot->add_option("--out", plot_options.out_path, "the PNG to write")->required();
-  plot->add_option("--title", plot_options.title, "default: the first run's model and batch");
-  plot->add_flag("--all-training", plot_options.all_training,
-                 "every run's training loss (default: the first run's only)");
-
+  // In the order `lazytensor --help` lists them.
+  const std::vector<lt::tools::Command> commands = {
+      add_demo_command(app),
+      add_params_command(app),
+      lt::tools::add_adamw_command(app),
+      lt::tools::add_scaling_command(app),
+      lt::tools::add_train_command(app),
+      lt::tools::add_plot_command(app),
+  };
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*demo) return run_demo(demo_steps);
-    if (*params) return run_params(params_model);
-    if (*adamw) return lt::tools::run_adamw_command(adamw_options);
-    if (*scaling) return lt::tools::run_scaling_command(scaling_options);
-    if (*train) return lt::tools::run_train_command(train_options);
-    if (*plot) return lt::tools::run_plot_command(plot_options);
+    for (const lt::tools::Command& command : commands) {
+      if (*command.app) return command.run();
+    }
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytensor: %s\n", e.what());
     // Under mpirun the other ranks would wait in their next collective until the timeout:

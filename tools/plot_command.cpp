@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "lazytensor/error.h"
@@ -64,6 +65,19 @@ int run_plot_command(const PlotCommandOptions& o) {
   write_loss_plot(o.out_path, title, series);
   std::printf("plot: %s\n", o.out_path.c_str());
   return 0;
+}
+
+Command add_plot_command(CLI::App& app) {
+  auto options = std::make_shared<PlotCommandOptions>();
+  auto* plot = app.add_subcommand("plot", "the loss curves of several `train --json` reports");
+  plot->add_option("runs", options->runs, "train reports (JSON)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  plot->add_option("--out", options->out_path, "the PNG to write")->required();
+  plot->add_option("--title", options->title, "default: the first run's model and batch");
+  plot->add_flag("--all-training", options->all_training,
+                 "every run's training loss (default: the first run's only)");
+  return {plot, [options] { return run_plot_command(*options); }};
 }
 
 }  // namespace lt::tools

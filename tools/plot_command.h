@@ -2,6 +2,8 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
+
 namespace lt::tools {
 
 struct PlotCommandOptions {
@@ -14,5 +16,7 @@ struct PlotCommandOptions {
 // Draws the loss curves of several `train` runs on one chart: the first run's training loss
 // and every run's held-out loss, each labelled by its file name.
 int run_plot_command(const PlotCommandOptions& options);
+// Adds `lazytensor plot` and its options to `app`.
+Command add_plot_command(CLI::App& app);
 
 }  // namespace lt::tools

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "adamw_command.h"
@@ -72,6 +73,22 @@ int run_scaling_command(const ScalingCommandOptions& o) {
     if (!out) throw Error("scaling --json: cannot write " + o.json_path);
   }
   return 0;
+}
+
+Command add_scaling_command(CLI::App& app) {
+  auto options = std::make_shared<ScalingCommandOptions>();
+  auto* scaling = app.add_subcommand(
+      "scaling", "scalar policies against the number of parameter tensors (HF AdamW)");
+  scaling->add_option("--tensors", options->tensor_counts, "numbers of tensors to try")
+      ->capture_default_str();
+  scaling->add_option("--size", options->tensor_size, "elements per tensor")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  scaling->add_option("--steps", options->steps, "steps per run (at least 3)")
+      ->check(CLI::Range(3, 1000000))
+      ->capture_default_str();
+  scaling->add_option("--json", options->json_path, "write the table as JSON");
+  return {scaling, [options] { return run_scaling_command(*options); }};
 }
 
 }  // namespace lt::tools

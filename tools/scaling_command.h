@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
+
 namespace lt::tools {
 
 struct ScalingCommandOptions {
@@ -15,5 +17,7 @@ struct ScalingCommandOptions {
 // `lazytensor scaling`: synchronous transfers, compiles and step time against the number of
 // parameter tensors, under each scalar policy.
 int run_scaling_command(const ScalingCommandOptions& options);
+// Adds `lazytensor scaling` and its options to `app`.
+Command add_scaling_command(CLI::App& app);
 
 }  // namespace lt::tools

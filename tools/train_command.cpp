@@ -747,4 +747,84 @@ int run_train_command(const TrainCommandOptions& options) {
   return 0;
 }
 
+Command add_train_command(CLI::App& app) {
+  auto options = std::make_shared<TrainCommandOptions>();
+  auto* train = app.add_subcommand(
+      "train", "train BERT (masked-language model) on real text, from scratch or MiniLM's weights");
+  train->add_option("--model", options->model, "tiny, mini, base or large")
+      ->check(CLI::IsMember({"tiny", "mini", "base", "large"}))
+      ->capture_default_str();
+  train
+      ->add_option("--init", options->init,
+                   "random, minilm (all-MiniLM-L6-v2, from `make models`) or a safetensors file")
+      ->capture_default_str();
+  train->add_option("--data", options->data, "a UTF-8 text file or a folder of them")
+      ->capture_default_str();
+  train->add_option("--steps", options->steps, "optimizer steps in all")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--batch", options->batch, "sequences per step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train->add_option("--seq", options->seq, "tokens per sequence")
+      ->check(CLI::Range(3, 512))
+      ->capture_default_str();
+  train->add_option("--lr", options->lr, "peak learning rate")->capture_default_str();
+  train->add_option("--warmup", options->warmup, "warm-up steps (default: a tenth)");
+  train->add_option("--schedule", options->schedule, "constant, linear or cosine")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}))
+      ->capture_default_str();
+  train->add_option("--clip-norm", options->clip_norm, "global gradient norm (0: no clipping)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
+      ->capture_default_str();
+  train
+      ->add_option("--precision", options->precision,
+                   "fp32, or bf16: autocast (matrix products on bf16 copies with f32 sums; "
+                   "f32 weights, optimizer, softmax, layer norm and loss)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  train
+      ->add_option("--optimizer-precision", options->optimizer_precision,
+                   "AdamW's state: fp32, bf16 (moments, weights kept f32) or 8bit (block-wise "
+                   "quantized moments)")
+      ->check(CLI::IsMember({"fp32", "bf16", "8bit"}))
+      ->capture_default_str();
+  train
+      ->add_option("--mlm-head", options->mlm_head,
+                   "predicted: the MLM head at the predicted tokens only (BERT's pretraining); "
+                   "all: at every position (HuggingFace's BertForMaskedLM); the same loss")
+      ->check(CLI::IsMember({"predicted", "all"}))
+      ->capture_default_str();
+  train->add_option("--dropout", options->dropout, "dropout probability (default: the model's 0.1)")
+      ->check(CLI::Range(0.0, 0.99));
+  train->add_option("--scalars", options->scalars, "argument, cached, uncached or constant")
+      ->check(CLI::IsMember({"argument", "cached", "uncached", "constant"}))
+      ->capture_default_str();
+  train->add_option("--seed", options->seed, "initial weights, batch order, masks, dropout")
+      ->capture_default_str();
+  train->add_option("--eval-every", options->eval_every,
+                    "held-out loss every K steps (default: ten times a run)");
+  train->add_option("--eval-batches", options->eval_batches, "held-out batches per evaluation")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--json", options->json_path,
+                    "write the metrics as JSON (and the loss curve as PNG beside it)");
+  train->add_option("--plot", options->plot_path, "write the loss curve here (PNG)");
+  train->add_option("--trace", options->trace_path, "write a Chrome trace-event timeline");
+  train->add_option("--save", options->save_path,
+                    "write a checkpoint (safetensors) at the end, and every --save-every steps");
+  train->add_option("--save-every", options->save_every, "checkpoint period in steps")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--resume", options->resume_path, "continue from a checkpoint");
+  train->add_option(
+      "--export-batches", options->export_batches_path,
+      "write the masked batches of the run (safetensors), for the PyTorch parity check");
+  train->add_flag("--compare", options->compare,
+                  "the same steps under each scalar policy, side by side");
+  train->add_flag("--quiet", options->quiet, "no progress bar");
+  return {train, [options] { return run_train_command(*options); }};
+}
+
 }  // namespace lt::tools

@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <string>
 
+#include "command.h"
+
 namespace lt::tools {
 
 struct TrainCommandOptions {
@@ -33,5 +35,7 @@ struct TrainCommandOptions {
 // `lazytensor train`: BERT masked-language-model training on real text (docs/training.md,
 // "Training BERT").
 int run_train_command(const TrainCommandOptions& options);
+// Adds `lazytensor train` and its options to `app`.
+Command add_train_command(CLI::App& app);
 
 }  // namespace lt::tools
