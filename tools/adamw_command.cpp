@@ -28,64 +28,91 @@ void write_raw(const std::filesystem::path& path, const std::vector<float>& valu
   if (!out) throw Error("adamw --dump: cannot write " + path.string());
 }
 
-}  // namespace
-
-RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
-                    const std::vector<models::ParameterSpec>& specs) {
-  set_scalar_policy(policy);
-  RunResult r;
-  r.policy = scalar_policy_name(policy);
-  r.tensors = static_cast<int64_t>(specs.size());
-  r.params = models::parameter_count(specs);
-
-  // Parameters ~ N(0, 0.02^2) and gradients ~ N(0, 1e-6), reproducible by seed.
-  // Every precision but fp32 is for a bf16 model: bf16 parameters and gradients.
+// Parameters ~ N(0, 0.02^2) and gradients ~ N(0, 1e-6), reproducible by seed. Every
+// precision but fp32 is for a bf16 model: bf16 parameters and gradients. Under mpirun each
+// rank has gradients of its own (data parallelism), averaged every step.
+optim::ParamGroup<optim::AdamWOptions> random_group(
+    const AdamWCommandOptions& o, const std::vector<models::ParameterSpec>& specs) {
   optim::ParamGroup<optim::AdamWOptions> group;
   group.options.lr = o.lr;
   group.options.weight_decay = o.weight_decay;
   group.options.precision = optim::parse_precision(o.precision);
   const DType model_dtype =
       group.options.precision == optim::Precision::fp32 ? DType::f32 : DType::bf16;
-  // Under mpirun each rank has gradients of its own (data parallelism), averaged every step.
   const uint64_t rank_seed = static_cast<uint64_t>(distributed::rank()) << 32;
   for (size_t i = 0; i < specs.size(); ++i) {
     group.params.push_back(randn(specs[i].shape, 2 * i + 1).mul_(0.02).to(model_dtype));
     group.grads.push_back(
         randn(specs[i].shape, (2 * i + 2) ^ rank_seed).mul_(1e-3).to(model_dtype));
   }
-  const std::vector<Tensor> local_grads = group.grads;
-  mark_step();
-  wait_device_ops();
-  std::vector<std::vector<float>> initial_params;
-  if (!o.dump_dir.empty()) {
-    for (const Tensor& p : group.params) initial_params.push_back(p.to_vector());
-  }
-  // --zero: ZeRO stage 1 (each rank keeps the state of its shard; the sharded step
-  // reduce-scatters the gradients itself). Otherwise AdamW over every parameter.
-  std::unique_ptr<optim::AdamW> plain;
-  std::unique_ptr<distributed::ShardedAdamW> sharded;
-  if (o.zero) {
-    // Clipping needs the averaged gradients' norm, which the sharded step never holds whole.
-    if (o.clip_norm > 0 && distributed::world_size() > 1) {
-      throw Error("adamw: --zero does not clip gradients (--clip-norm) across ranks");
+  return group;
+}
+
+// What a run steps: AdamW over every parameter or, with --zero, ZeRO stage 1 (each rank keeps
+// the state of its shard; the sharded step reduce-scatters the gradients itself).
+class Stepper {
+ public:
+  Stepper(const AdamWCommandOptions& o, const optim::ParamGroup<optim::AdamWOptions>& group)
+      : o_(o), local_grads_(group.grads) {
+    if (o.zero) {
+      // Clipping needs the averaged gradients' norm, which the sharded step never holds whole.
+      if (o.clip_norm > 0 && distributed::world_size() > 1) {
+        throw Error("adamw: --zero does not clip gradients (--clip-norm) across ranks");
+      }
+      sharded_ = std::make_unique<distributed::ShardedAdamW>(
+          std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
+    } else {
+      plain_ = std::make_unique<optim::AdamW>(
+          std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
     }
-    sharded = std::make_unique<distributed::ShardedAdamW>(
-        std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
-  } else {
-    plain =
-        std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup<optim::AdamWOptions>>{group});
+    schedule_ = optim::make_schedule(o.schedule, o.warmup < 0 ? o.steps / 10 : o.warmup, o.steps);
   }
-  auto schedule = optim::make_schedule(o.schedule, o.warmup < 0 ? o.steps / 10 : o.warmup, o.steps);
-  std::vector<Tensor>& params = o.zero ? sharded->groups()[0].params : plain->groups()[0].params;
-  std::vector<Tensor>& grads = o.zero ? sharded->groups()[0].grads : plain->groups()[0].grads;
+
+  std::vector<Tensor>& params() { return groups()[0].params; }
+  std::vector<Tensor>& grads() { return groups()[0].grads; }
+  const optim::AdamW* plain() const { return plain_.get(); }
+  const distributed::ShardedAdamW* sharded() const { return sharded_.get(); }
+
+  // Traces step `step` (from 0) and cuts it.
+  void step(int64_t step) {
+    std::vector<Tensor>& gradients = grads();
+    if (distributed::world_size() > 1 && plain_) {
+      gradients = local_grads_;
+      distributed::all_reduce_coalesced(gradients, distributed::ReduceOp::mean);
+    }
+    const double lr = schedule_->lr(o_.lr, step);
+    if (plain_) plain_->set_lr(lr);
+    if (sharded_) sharded_->set_lr(lr);
+    if (o_.clip_norm > 0) clip_grad_norm_(gradients, o_.clip_norm);
+    if (plain_) plain_->step();
+    if (sharded_) sharded_->step();
+    mark_step();
+  }
+
+ private:
+  std::vector<optim::ParamGroup<optim::AdamWOptions>>& groups() {
+    return plain_ ? plain_->groups() : sharded_->groups();
+  }
+
+  const AdamWCommandOptions& o_;
+  const std::vector<Tensor> local_grads_;
+  std::unique_ptr<optim::AdamW> plain_;
+  std::unique_ptr<distributed::ShardedAdamW> sharded_;
+  std::unique_ptr<optim::Schedule> schedule_;
+};
+
+// Bytes a step reads and writes per parameter, and the optimizer state this rank holds.
+void count_bytes(Stepper& stepper, optim::Precision precision, RunResult& r) {
   double step_bytes = 0;
   auto bytes = [](const Tensor& t) {
     return t.defined() ? static_cast<double>(t.numel() * dtype_size(t.dtype())) : 0.0;
   };
-  for (size_t i = 0; i < params.size() && plain; ++i) {
-    const optim::AdamW::State& s = plain->state(0, i);
+  const std::vector<Tensor>& params = stepper.params();
+  const std::vector<Tensor>& grads = stepper.grads();
+  for (size_t i = 0; i < params.size() && stepper.plain(); ++i) {
+    const optim::AdamW::State& s = stepper.plain()->state(0, i);
     // Mixed precision writes the parameters without reading them (the masters are read).
-    const double param_passes = group.options.precision == optim::Precision::mixed ? 1 : 2;
+    const double param_passes = precision == optim::Precision::mixed ? 1 : 2;
     step_bytes += param_passes * bytes(params[i]) + bytes(grads[i]);
     for (const Tensor* t : {&s.exp_avg, &s.exp_avg_sq, &s.max_exp_avg_sq, &s.master,
                             &s.exp_avg_absmax, &s.exp_avg_sq_absmax}) {
@@ -94,21 +121,12 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
     }
   }
   r.bytes_per_param = step_bytes / static_cast<double>(r.params);
-  if (sharded) r.optimizer_state_bytes = sharded->state_bytes();
-  auto one_step = [&](int64_t step) {
-    if (distributed::world_size() > 1 && plain) {
-      grads = local_grads;
-      distributed::all_reduce_coalesced(grads, distributed::ReduceOp::mean);
-    }
-    const double lr = schedule->lr(o.lr, step);
-    if (plain) plain->set_lr(lr);
-    if (sharded) sharded->set_lr(lr);
-    if (o.clip_norm > 0) clip_grad_norm_(grads, o.clip_norm);
-    if (plain) plain->step();
-    if (sharded) sharded->step();
-    mark_step();
-  };
+  if (stepper.sharded()) r.optimizer_state_bytes = stepper.sharded()->state_bytes();
+}
 
+// The measured steps: each step's device time (between events), trace time, transfers,
+// compiles and ops, and the counters.
+void time_steps(const AdamWCommandOptions& o, Stepper& stepper, RunResult& r) {
   metrics::reset();
   reset_peak_device_memory();
   if (!o.trace_path.empty()) {
@@ -122,7 +140,7 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
     const auto start = Clock::now();
     {
       profiler::Scope span("trace step", "host");
-      one_step(step - 1);
+      stepper.step(step - 1);
     }
     r.trace_seconds.push_back(seconds_since(start));
     events.push_back(record_event());
@@ -156,59 +174,86 @@ RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
     profiler::stop();
     profiler::write_chrome_trace(o.trace_path);
   }
+}
 
+// --dump: the starting parameters, the gradients and the final parameters, raw f32, with a
+// manifest, for the PyTorch parity check.
+void dump_run(const AdamWCommandOptions& o, const std::vector<models::ParameterSpec>& specs,
+              const std::vector<std::vector<float>>& initial_params, Stepper& stepper) {
+  namespace fs = std::filesystem;
+  fs::create_directories(o.dump_dir);
+  json manifest = {{"model", o.model},
+                   {"steps", o.steps},
+                   {"lr", o.lr},
+                   {"beta1", 0.9},
+                   {"beta2", 0.999},
+                   {"eps", 1e-6},
+                   {"weight_decay", o.weight_decay},
+                   {"tensors", json::array()}};
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string stem = "t";
+    stem += std::to_string(i);
+    write_raw(fs::path(o.dump_dir) / (stem + ".param"), initial_params[i]);
+    write_raw(fs::path(o.dump_dir) / (stem + ".grad"), stepper.grads()[i].to_vector());
+    write_raw(fs::path(o.dump_dir) / (stem + ".param_after"), stepper.params()[i].to_vector());
+    manifest["tensors"].push_back({{"name", specs[i].name},
+                                   {"shape", specs[i].shape.to_vector()},
+                                   {"param", stem + ".param"},
+                                   {"grad", stem + ".grad"},
+                                   {"param_after", stem + ".param_after"}});
+  }
+  std::ofstream(fs::path(o.dump_dir) / "manifest.json") << manifest.dump(2);
+}
+
+// Effective bandwidth against the roofline, measured in pairs: one step alone on the device,
+// then one roofline pass over arrays of the same total size.
+void measure_roofline(const AdamWCommandOptions& o, Stepper& stepper, RunResult& r) {
+  const int64_t n = r.params;
+  std::vector<float> rp(n, 1.0f), rg(n, 1e-3f), rm(n, 0.0f), rv(n, 0.0f);
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);  // first touch
+  std::vector<double> ratios, step_device, roof;
+  for (int k = 0; k < o.roofline_steps; ++k) {
+    const double exec_before = metrics::timer_stats("ExecuteTime").total_seconds;
+    stepper.step(o.steps + k);
+    wait_device_ops();
+    const double device_seconds = metrics::timer_stats("ExecuteTime").total_seconds - exec_before;
+    const double roof_seconds =
+        roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);
+    step_device.push_back(device_seconds);
+    roof.push_back(roof_seconds);
+    // Bandwidths, not times: the roofline pass moves 28 bytes an element, a step of another
+    // precision fewer.
+    ratios.push_back(r.bytes_per_param / 28.0 * roof_seconds / device_seconds);
+  }
+  const double elements = static_cast<double>(n);
+  r.roofline_gbs = 28.0 * elements / median(roof) / 1e9;
+  r.effective_gbs = r.bytes_per_param * elements / median(step_device) / 1e9;
+  r.roofline_fraction = median(ratios);
+}
+
+}  // namespace
+
+RunResult run_adamw(const AdamWCommandOptions& o, ScalarPolicy policy,
+                    const std::vector<models::ParameterSpec>& specs) {
+  set_scalar_policy(policy);
+  RunResult r;
+  r.policy = scalar_policy_name(policy);
+  r.tensors = static_cast<int64_t>(specs.size());
+  r.params = models::parameter_count(specs);
+
+  const optim::ParamGroup<optim::AdamWOptions> group = random_group(o, specs);
+  mark_step();
+  wait_device_ops();
+  std::vector<std::vector<float>> initial_params;
   if (!o.dump_dir.empty()) {
-    namespace fs = std::filesystem;
-    fs::create_directories(o.dump_dir);
-    json manifest = {{"model", o.model},
-                     {"steps", o.steps},
-                     {"lr", o.lr},
-                     {"beta1", 0.9},
-                     {"beta2", 0.999},
-                     {"eps", 1e-6},
-                     {"weight_decay", o.weight_decay},
-                     {"tensors", json::array()}};
-    for (size_t i = 0; i < specs.size(); ++i) {
-      std::string stem = "t";
-      stem += std::to_string(i);
-      write_raw(fs::path(o.dump_dir) / (stem + ".param"), initial_params[i]);
-      write_raw(fs::path(o.dump_dir) / (stem + ".grad"), grads[i].to_vector());
-      write_raw(fs::path(o.dump_dir) / (stem + ".param_after"), params[i].to_vector());
-      manifest["tensors"].push_back({{"name", specs[i].name},
-                                     {"shape", specs[i].shape.to_vector()},
-                                     {"param", stem + ".param"},
-                                     {"grad", stem + ".grad"},
-                                     {"param_after", stem + ".param_after"}});
-    }
-    std::ofstream(fs::path(o.dump_dir) / "manifest.json") << manifest.dump(2);
+    for (const Tensor& p : group.params) initial_params.push_back(p.to_vector());
   }
-
-  // Effective bandwidth against the roofline, measured in pairs: one step alone on the device,
-  // then one roofline pass over arrays of the same total size.
-  if (o.roofline_steps > 0) {
-    const int64_t n = r.params;
-    std::vector<float> rp(n, 1.0f), rg(n, 1e-3f), rm(n, 0.0f), rv(n, 0.0f);
-    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);  // first touch
-    std::vector<double> ratios, step_device, roof;
-    for (int k = 0; k < o.roofline_steps; ++k) {
-      const double exec_before = metrics::timer_stats("ExecuteTime").total_seconds;
-      one_step(o.steps + k);
-      wait_device_ops();
-      const double device_seconds = metrics::timer_stats("ExecuteTime").total_seconds - exec_before;
-      const double roof_seconds =
-          roofline_pass(rp.data(), rg.data(), rm.data(), rv.data(), n, threads);
-      step_device.push_back(device_seconds);
-      roof.push_back(roof_seconds);
-      // Bandwidths, not times: the roofline pass moves 28 bytes an element, a step of
-      // another precision fewer.
-      ratios.push_back(r.bytes_per_param / 28.0 * roof_seconds / device_seconds);
-    }
-    const double elements = static_cast<double>(n);
-    r.roofline_gbs = 28.0 * elements / median(roof) / 1e9;
-    r.effective_gbs = r.bytes_per_param * elements / median(step_device) / 1e9;
-    r.roofline_fraction = median(ratios);
-  }
+  Stepper stepper(o, group);
+  count_bytes(stepper, group.options.precision, r);
+  time_steps(o, stepper, r);
+  if (!o.dump_dir.empty()) dump_run(o, specs, initial_params, stepper);
+  if (o.roofline_steps > 0) measure_roofline(o, stepper, r);
   return r;
 }
 
