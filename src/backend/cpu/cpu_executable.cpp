@@ -375,142 +375,189 @@ struct Scratch {
   std::vector<double> columns;        // a column reduction's accumulators
 };
 
-void run_unit(const Launch& launch, const CompiledKernel& kernel, const WorkUnit& unit,
-              const std::vector<void*>& slots, const double* scalars, std::vector<double>& partials,
-              Scratch& scratch) {
-  const Instance& inst = launch.instances[unit.instance];
-  const size_t num_in = inst.inputs.size();
-  scratch.inputs.resize(num_in);
-  scratch.outputs.resize(std::max<size_t>(1, inst.output_slots.size()));
-  if (scratch.tiles.size() < (num_in + 1) * kTileElements) {
-    scratch.tiles.resize((num_in + 1) * kTileElements);
+// One work unit of a launch, run by one thread with its scratch: the unit's inputs bound (read
+// in place, gathered into tiles, or broadcast from a tile filled once), then the kernel over
+// its positions, elementwise or folded into a reduction's outputs (or partial sums).
+class UnitRunner {
+ public:
+  UnitRunner(const Launch& launch, const CompiledKernel& kernel, const WorkUnit& unit,
+             const std::vector<void*>& slots, const double* scalars, Scratch& scratch)
+      : launch_(launch),
+        kernel_(kernel),
+        unit_(unit),
+        inst_(launch.instances[unit.instance]),
+        slots_(slots),
+        scalars_(scalars),
+        scratch_(scratch),
+        num_in_(inst_.inputs.size()) {
+    prepare_scratch();
   }
-  // A value broadcast everywhere is the same in every tile: fill its tile once per unit.
-  const int64_t uniform_fill = launch.reduce == ReduceKind::None
-                                   ? std::min(kUniformTileElements, unit.end - unit.begin)
-                                   : kTileElements;  // reduction units count outputs
-  if (scratch.uniform_tiles.size() < num_in * kUniformTileElements) {
-    scratch.uniform_tiles.resize(num_in * kUniformTileElements);
+
+  void run(std::vector<double>& partials) {
+    if (launch_.reduce == ReduceKind::None) return run_elementwise();
+    values_ = scratch_.tiles.data() + num_in_ * kTileElements;
+    scratch_.outputs[0] = values_;
+    if (launch_.reduce == ReduceKind::ArgMax) return run_argmax();
+    if (inst_.columns) return run_columns(partials);
+    run_rows(partials);
   }
-  for (size_t i = 0; i < num_in; ++i) {
-    const InputAccess& in = inst.inputs[i];
-    if (in.uniform && !in.direct) {
-      double* tile = scratch.uniform_tiles.data() + i * kUniformTileElements;
-      visit_element_size(in.elem_size, [&](auto size) {
-        using E = ElementBits<decltype(size)::value>;
-        std::fill_n(reinterpret_cast<E*>(tile), uniform_fill,
-                    static_cast<const E*>(slots[in.slot])[in.offset]);
-      });
-      scratch.inputs[i] = tile;
+
+ private:
+  void prepare_scratch() {
+    scratch_.inputs.resize(num_in_);
+    scratch_.outputs.resize(std::max<size_t>(1, inst_.output_slots.size()));
+    if (scratch_.tiles.size() < (num_in_ + 1) * kTileElements) {
+      scratch_.tiles.resize((num_in_ + 1) * kTileElements);
+    }
+    // A value broadcast everywhere is the same in every tile: fill its tile once per unit.
+    const int64_t uniform_fill = launch_.reduce == ReduceKind::None
+                                     ? std::min(kUniformTileElements, unit_.end - unit_.begin)
+                                     : kTileElements;  // reduction units count outputs
+    if (scratch_.uniform_tiles.size() < num_in_ * kUniformTileElements) {
+      scratch_.uniform_tiles.resize(num_in_ * kUniformTileElements);
+    }
+    for (size_t i = 0; i < num_in_; ++i) {
+      const InputAccess& in = inst_.inputs[i];
+      if (in.uniform && !in.direct) {
+        double* tile = scratch_.uniform_tiles.data() + i * kUniformTileElements;
+        visit_element_size(in.elem_size, [&](auto size) {
+          using E = ElementBits<decltype(size)::value>;
+          std::fill_n(reinterpret_cast<E*>(tile), uniform_fill,
+                      static_cast<const E*>(slots_[in.slot])[in.offset]);
+        });
+        scratch_.inputs[i] = tile;
+      }
     }
   }
+
   // Points input i at linear iteration positions [pos, pos + n), gathering if needed.
-  auto bind_inputs = [&](int64_t pos, int64_t n) {
-    for (size_t i = 0; i < num_in; ++i) {
-      const InputAccess& in = inst.inputs[i];
-      const char* base = static_cast<const char*>(slots[in.slot]) + in.offset * in.elem_size;
+  void bind_inputs(int64_t pos, int64_t n) {
+    for (size_t i = 0; i < num_in_; ++i) {
+      const InputAccess& in = inst_.inputs[i];
+      const char* base = static_cast<const char*>(slots_[in.slot]) + in.offset * in.elem_size;
       if (in.uniform && !in.direct) continue;
       if (in.direct) {
-        scratch.inputs[i] = base + pos * in.elem_size;
+        scratch_.inputs[i] = base + pos * in.elem_size;
       } else {
-        double* tile = scratch.tiles.data() + i * kTileElements;
-        gather(in, inst, base, in.elem_size, pos, n, tile);
-        scratch.inputs[i] = tile;
+        double* tile = scratch_.tiles.data() + i * kTileElements;
+        gather(in, inst_, base, in.elem_size, pos, n, tile);
+        scratch_.inputs[i] = tile;
       }
     }
-  };
-
-  if (launch.reduce == ReduceKind::None) {
-    const int64_t step = inst.all_direct             ? unit.end - unit.begin
-                         : inst.only_uniform_gathers ? kUniformTileElements
-                                                     : kTileElements;
-    for (int64_t pos = unit.begin; pos < unit.end; pos += step) {
-      const int64_t n = std::min(step, unit.end - pos);
-      bind_inputs(pos, n);
-      for (size_t o = 0; o < inst.output_slots.size(); ++o) {
-        scratch.outputs[o] =
-            static_cast<char*>(slots[inst.output_slots[o]]) + pos * inst.output_sizes[o];
-      }
-      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
-    }
-    return;
   }
 
-  double* values = scratch.tiles.data() + num_in * kTileElements;
-  scratch.outputs[0] = values;
-  if (launch.reduce == ReduceKind::ArgMax) {
-    int64_t* out = static_cast<int64_t*>(slots[inst.output_slots[0]]);
-    for (int64_t o = unit.begin; o < unit.end; ++o) {
+  // Binds positions [pos, pos + n) and runs the kernel over them.
+  void run_kernel(int64_t pos, int64_t n) {
+    bind_inputs(pos, n);
+    kernel_.run(scratch_.inputs.data(), scratch_.outputs.data(), scalars_, pos, n);
+  }
+
+  void run_elementwise() {
+    const int64_t step = inst_.all_direct             ? unit_.end - unit_.begin
+                         : inst_.only_uniform_gathers ? kUniformTileElements
+                                                      : kTileElements;
+    for (int64_t pos = unit_.begin; pos < unit_.end; pos += step) {
+      const int64_t n = std::min(step, unit_.end - pos);
+      bind_inputs(pos, n);
+      for (size_t o = 0; o < inst_.output_slots.size(); ++o) {
+        scratch_.outputs[o] =
+            static_cast<char*>(slots_[inst_.output_slots[o]]) + pos * inst_.output_sizes[o];
+      }
+      kernel_.run(scratch_.inputs.data(), scratch_.outputs.data(), scalars_, pos, n);
+    }
+  }
+
+  void run_argmax() {
+    int64_t* out = static_cast<int64_t*>(slots_[inst_.output_slots[0]]);
+    for (int64_t o = unit_.begin; o < unit_.end; ++o) {
       double best = 0;
       int64_t best_at = 0;
-      for (int64_t pos = o * inst.inner, last = (o + 1) * inst.inner; pos < last;
+      for (int64_t pos = o * inst_.inner, last = (o + 1) * inst_.inner; pos < last;
            pos += kTileElements) {
         const int64_t n = std::min(kTileElements, last - pos);
-        bind_inputs(pos, n);
-        kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
-        visit_dtype(launch.dtype, [&](auto tag) {
+        run_kernel(pos, n);
+        visit_dtype(launch_.dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
-          argmax_fold(reinterpret_cast<const T*>(values), n, pos - o * inst.inner, best, best_at);
+          argmax_fold(reinterpret_cast<const T*>(values_), n, pos - o * inst_.inner, best, best_at);
         });
       }
       out[o] = best_at;
     }
-    return;
   }
-  if (inst.columns) {
-    // Columns [begin, end) folded row by row over rows [row_begin, row_end): each row's block
-    // of columns is read in calls of the kernel over up to 1024 neighbouring elements, added to
-    // one accumulator per column, rows in order (the same sums whatever the number of threads).
-    // Row groups never hold a column reduction (they fold trailing dims), so every unit here
-    // was made with its rows.
-    const int64_t cols = unit.end - unit.begin;
-    scratch.columns.assign(static_cast<size_t>(cols), reduce_init(launch.reduce));
-    for (int64_t r = unit.row_begin; r < unit.row_end; ++r) {
+
+  // Columns [begin, end) folded row by row over rows [row_begin, row_end): each row's block of
+  // columns is read in calls of the kernel over up to 1024 neighbouring elements, added to one
+  // accumulator per column, rows in order (the same sums whatever the number of threads). Row
+  // groups never hold a column reduction (they fold trailing dims), so every unit here was
+  // made with its rows.
+  void run_columns(std::vector<double>& partials) {
+    const int64_t cols = unit_.end - unit_.begin;
+    scratch_.columns.assign(static_cast<size_t>(cols), reduce_init(launch_.reduce));
+    for (int64_t r = unit_.row_begin; r < unit_.row_end; ++r) {
       for (int64_t c = 0; c < cols; c += kTileElements) {
-        const int64_t pos = r * inst.outer + unit.begin + c;
         const int64_t n = std::min(kTileElements, cols - c);
-        bind_inputs(pos, n);
-        kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
-        visit_dtype(launch.dtype, [&](auto tag) {
+        run_kernel(r * inst_.outer + unit_.begin + c, n);
+        visit_dtype(launch_.dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
-          fold_columns(launch.reduce, reinterpret_cast<const T*>(values), n,
-                       scratch.columns.data() + c);
+          fold_columns(launch_.reduce, reinterpret_cast<const T*>(values_), n,
+                       scratch_.columns.data() + c);
         });
       }
     }
-    if (unit.partial >= 0) {
-      std::copy(scratch.columns.begin(), scratch.columns.end(), partials.begin() + unit.partial);
+    if (unit_.partial >= 0) {
+      std::copy(scratch_.columns.begin(), scratch_.columns.end(), partials.begin() + unit_.partial);
       return;
     }
-    void* out = slots[inst.output_slots[0]];
+    void* out = slots_[inst_.output_slots[0]];
     for (int64_t j = 0; j < cols; ++j) {
-      store(launch.output_dtype, out, unit.begin + j,
-            finalize(launch.reduce, scratch.columns[j], inst.inner));
+      store(launch_.output_dtype, out, unit_.begin + j,
+            finalize(launch_.reduce, scratch_.columns[j], inst_.inner));
     }
-    return;
   }
-  // Folds the iteration positions [first, last) of one output element.
-  auto fold_range = [&](int64_t first, int64_t last, double acc) {
+
+  // Folds the iteration positions [first, last) of one output element into `acc`.
+  double fold_range(int64_t first, int64_t last, double acc) {
     for (int64_t pos = first; pos < last; pos += kTileElements) {
       const int64_t n = std::min(kTileElements, last - pos);
-      bind_inputs(pos, n);
-      kernel.run(scratch.inputs.data(), scratch.outputs.data(), scalars, pos, n);
-      acc = visit_dtype(launch.dtype, [&](auto tag) {
+      run_kernel(pos, n);
+      acc = visit_dtype(launch_.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return fold(launch.reduce, reinterpret_cast<const T*>(values), n, acc);
+        return fold(launch_.reduce, reinterpret_cast<const T*>(values_), n, acc);
       });
     }
     return acc;
-  };
-  if (unit.partial >= 0) {
-    partials[unit.partial] = fold_range(unit.begin, unit.end, reduce_init(launch.reduce));
-    return;
   }
-  void* out = slots[inst.output_slots[0]];
-  for (int64_t o = unit.begin; o < unit.end; ++o) {
-    const double acc = fold_range(o * inst.inner, (o + 1) * inst.inner, reduce_init(launch.reduce));
-    store(launch.output_dtype, out, o, finalize(launch.reduce, acc, inst.inner));
+
+  // A reduction over trailing dims: each output folds its contiguous run of positions (or the
+  // unit is one partial sum of a split output).
+  void run_rows(std::vector<double>& partials) {
+    if (unit_.partial >= 0) {
+      partials[unit_.partial] = fold_range(unit_.begin, unit_.end, reduce_init(launch_.reduce));
+      return;
+    }
+    void* out = slots_[inst_.output_slots[0]];
+    for (int64_t o = unit_.begin; o < unit_.end; ++o) {
+      const double acc =
+          fold_range(o * inst_.inner, (o + 1) * inst_.inner, reduce_init(launch_.reduce));
+      store(launch_.output_dtype, out, o, finalize(launch_.reduce, acc, inst_.inner));
+    }
   }
+
+  const Launch& launch_;
+  const CompiledKernel& kernel_;
+  const WorkUnit& unit_;
+  const Instance& inst_;
+  const std::vector<void*>& slots_;
+  const double* const scalars_;
+  Scratch& scratch_;
+  const size_t num_in_;
+  double* values_ = nullptr;  // a reduction's kernel output tile
+};
+
+void run_unit(const Launch& launch, const CompiledKernel& kernel, const WorkUnit& unit,
+              const std::vector<void*>& slots, const double* scalars, std::vector<double>& partials,
+              Scratch& scratch) {
+  UnitRunner(launch, kernel, unit, slots, scalars, scratch).run(partials);
 }
 
 std::string describe_opaque(const OpaqueOp& op) {
@@ -542,6 +589,132 @@ std::string describe_kernel(const ir::Graph& graph, const compiler::Kernel& kern
           count(kernel.output_nodes.size(), "output");
   if (instances > 1) text += ", " + std::to_string(instances) + " tensors";
   return text;
+}
+
+}  // namespace
+
+namespace {
+
+// One kernel of a launch as the CPU runs it: its iteration space collapsed for strided reads,
+// each input read in place, gathered or broadcast, its outputs and scalar arguments.
+Instance make_instance(const ir::Graph& graph, const compiler::ExecutionPlan& plan,
+                       const compiler::Kernel& kernel, ReduceKind reduce) {
+  Instance inst;
+  const Shape& space = kernel.iteration_shape;
+  std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
+  for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
+    broadcast_strides(graph, kernel.input_nodes[i], space, strides[i].data());
+  }
+  inst.numel = space.numel();
+  inst.columns = reduce != ReduceKind::None && reduce != ReduceKind::ArgMax && inst.numel > 0 &&
+                 reduces_leading_dims(space, kernel.reduce_mask);
+  const int first_group = arrange_space(space, kernel.reduce_mask, inst.columns, inst, strides);
+  if (reduce != ReduceKind::None) {
+    // Kept dims first: output o folds [o * inner, (o + 1) * inner). Reduced dims first
+    // (columns): output o folds o, o + outer, o + 2 * outer, ...
+    const int kept_begin = inst.columns ? first_group : 0;
+    const int kept_end = inst.columns ? inst.rank : first_group;
+    inst.outer = 1;
+    inst.inner = 1;
+    for (int d = 0; d < inst.rank; ++d) {
+      (d >= kept_begin && d < kept_end ? inst.outer : inst.inner) *= inst.sizes[d];
+    }
+    if (inst.numel == 0) {
+      // Only the outputs' count matters: each is the empty fold.
+      inst.outer = graph.node(kernel.output_nodes[0]).shape.numel();
+      inst.inner = 0;
+    }
+  }
+  int64_t contiguous[Shape::kMaxRank];
+  for (int64_t d = inst.rank - 1, stride = 1; d >= 0; --d) {
+    contiguous[d] = stride;
+    stride *= inst.sizes[d];
+  }
+  for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
+    InputAccess access;
+    const ir::Node& input = graph.node(kernel.input_nodes[i]);
+    access.slot = plan.slot_of[compiler::storage_node(graph, kernel.input_nodes[i])];
+    access.offset = ir::is_view(input.op) ? input.view_offset() : 0;
+    access.elem_size = dtype_size(graph.node(kernel.input_nodes[i]).dtype);
+    std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
+    access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
+    access.uniform =
+        std::all_of(access.strides, access.strides + inst.rank, [](int64_t s) { return s == 0; });
+    inst.all_direct = inst.all_direct && access.direct;
+    inst.only_uniform_gathers = inst.only_uniform_gathers && (access.direct || access.uniform);
+    inst.inputs.push_back(access);
+  }
+  for (uint32_t node : kernel.output_nodes) {
+    inst.output_slots.push_back(plan.slot_of[node]);
+    inst.output_sizes.push_back(dtype_size(graph.node(node).dtype));
+  }
+  for (uint32_t node : kernel.scalar_nodes) {
+    inst.scalar_args.push_back(plan.scalar_position[node]);
+  }
+  return inst;
+}
+
+// Work units over every instance of `launch`, so one launch keeps all cores busy.
+void cut_into_units(Launch& launch) {
+  for (uint32_t i = 0; i < launch.instances.size(); ++i) {
+    const Instance& inst = launch.instances[i];
+    if (launch.reduce == ReduceKind::None) {
+      for (int64_t b = 0; b < inst.numel; b += kUnitElements) {
+        launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
+      }
+    } else if (inst.columns) {
+      // Blocks of up to 4096 columns (a row's block is read in one stretch: narrow blocks read
+      // a few bytes per row at a long stride, a TLB miss each); with fewer than kColumnUnits
+      // blocks, their rows in chunks, at least a unit's elements each and at most
+      // kMaxRowChunks of them.
+      const int64_t blocks = (inst.outer + kColumnBlock - 1) / kColumnBlock;
+      const int64_t per_block = (inst.outer + blocks - 1) / blocks;
+      const int64_t chunks = std::clamp<int64_t>(kColumnUnits / blocks, 1, kMaxRowChunks);
+      const int64_t rows_per_chunk = std::max((inst.inner + chunks - 1) / chunks,
+                                              std::max<int64_t>(1, kUnitElements / per_block));
+      const bool chunked = rows_per_chunk < inst.inner;
+      for (int64_t b = 0; b < inst.outer; b += per_block) {
+        const int64_t end = std::min(inst.outer, b + per_block);
+        for (int64_t r = 0; r < inst.inner; r += rows_per_chunk) {
+          WorkUnit unit{i, b, end};
+          unit.row_begin = r;
+          unit.row_end = std::min(inst.inner, r + rows_per_chunk);
+          if (chunked) {
+            unit.partial = launch.num_partials;
+            launch.num_partials += end - b;
+          }
+          launch.units.push_back(unit);
+        }
+      }
+    } else if (inst.outer == 1 && inst.inner > kUnitElements &&
+               launch.reduce != ReduceKind::ArgMax) {
+      for (int64_t b = 0; b < inst.inner; b += kUnitElements) {
+        launch.units.push_back(
+            {i, b, std::min(inst.inner, b + kUnitElements), launch.num_partials++});
+      }
+    } else {
+      const int64_t per_unit =
+          std::max<int64_t>(1, kUnitElements / std::max<int64_t>(1, inst.inner));
+      for (int64_t b = 0; b < inst.outer; b += per_unit) {
+        launch.units.push_back({i, b, std::min(inst.outer, b + per_unit)});
+      }
+    }
+  }
+}
+
+// A row group's span covers all its launches: the first one's description names them all.
+void describe_row_groups(std::vector<Launch>& launches) {
+  for (size_t l = 0; l < launches.size(); ++l) {
+    Launch& first = launches[l];
+    if (first.row_group <= 1) continue;
+    std::string text =
+        std::to_string(first.row_group) + " launches over " + std::to_string(first.rows) + " rows:";
+    for (size_t m = 0; m < first.row_group; ++m) {
+      text += " [" + launches[l + m].description + "]";
+    }
+    first.description = std::move(text);
+    l += first.row_group - 1;
+  }
 }
 
 }  // namespace
@@ -587,119 +760,12 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
     launch.output_dtype = graph.node(first.output_nodes[0]).dtype;
     launch.description = describe_kernel(graph, first, plan.launches[l].kernels.size());
     for (uint32_t k : plan.launches[l].kernels) {
-      const compiler::Kernel& kernel = plan.kernels[k];
-      Instance inst;
-      const Shape& space = kernel.iteration_shape;
-      std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
-      for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
-        broadcast_strides(graph, kernel.input_nodes[i], space, strides[i].data());
-      }
-      inst.numel = space.numel();
-      inst.columns = launch.reduce != ReduceKind::None && launch.reduce != ReduceKind::ArgMax &&
-                     inst.numel > 0 && reduces_leading_dims(space, kernel.reduce_mask);
-      const int first_group = arrange_space(space, kernel.reduce_mask, inst.columns, inst, strides);
-      if (launch.reduce != ReduceKind::None) {
-        // Kept dims first: output o folds [o * inner, (o + 1) * inner). Reduced dims first
-        // (columns): output o folds o, o + outer, o + 2 * outer, ...
-        const int kept_begin = inst.columns ? first_group : 0;
-        const int kept_end = inst.columns ? inst.rank : first_group;
-        inst.outer = 1;
-        inst.inner = 1;
-        for (int d = 0; d < inst.rank; ++d) {
-          (d >= kept_begin && d < kept_end ? inst.outer : inst.inner) *= inst.sizes[d];
-        }
-        if (inst.numel == 0) {
-          // Only the outputs' count matters: each is the empty fold.
-          inst.outer = graph.node(kernel.output_nodes[0]).shape.numel();
-          inst.inner = 0;
-        }
-      }
-      int64_t contiguous[Shape::kMaxRank];
-      for (int64_t d = inst.rank - 1, stride = 1; d >= 0; --d) {
-        contiguous[d] = stride;
-        stride *= inst.sizes[d];
-      }
-      for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
-        InputAccess access;
-        const ir::Node& input = graph.node(kernel.input_nodes[i]);
-        access.slot = plan.slot_of[compiler::storage_node(graph, kernel.input_nodes[i])];
-        access.offset = ir::is_view(input.op) ? input.view_offset() : 0;
-        access.elem_size = dtype_size(graph.node(kernel.input_nodes[i]).dtype);
-        std::copy(strides[i].begin(), strides[i].begin() + inst.rank, access.strides);
-        access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
-        access.uniform = std::all_of(access.strides, access.strides + inst.rank,
-                                     [](int64_t s) { return s == 0; });
-        inst.all_direct = inst.all_direct && access.direct;
-        inst.only_uniform_gathers = inst.only_uniform_gathers && (access.direct || access.uniform);
-        inst.inputs.push_back(access);
-      }
-      for (uint32_t node : kernel.output_nodes) {
-        inst.output_slots.push_back(plan.slot_of[node]);
-        inst.output_sizes.push_back(dtype_size(graph.node(node).dtype));
-      }
-      for (uint32_t node : kernel.scalar_nodes) {
-        inst.scalar_args.push_back(plan.scalar_position[node]);
-      }
-      launch.instances.push_back(std::move(inst));
+      launch.instances.push_back(make_instance(graph, plan, plan.kernels[k], launch.reduce));
     }
-    // Work units over every instance, so one launch keeps all cores busy.
-    for (uint32_t i = 0; i < launch.instances.size(); ++i) {
-      const Instance& inst = launch.instances[i];
-      if (launch.reduce == ReduceKind::None) {
-        for (int64_t b = 0; b < inst.numel; b += kUnitElements) {
-          launch.units.push_back({i, b, std::min(inst.numel, b + kUnitElements)});
-        }
-      } else if (inst.columns) {
-        // Blocks of up to 4096 columns (a row's block is read in one stretch: narrow blocks read
-        // a few bytes per row at a long stride, a TLB miss each); with fewer than kColumnUnits
-        // blocks, their rows in chunks, at least a unit's elements each and at most
-        // kMaxRowChunks of them.
-        const int64_t blocks = (inst.outer + kColumnBlock - 1) / kColumnBlock;
-        const int64_t per_block = (inst.outer + blocks - 1) / blocks;
-        const int64_t chunks = std::clamp<int64_t>(kColumnUnits / blocks, 1, kMaxRowChunks);
-        const int64_t rows_per_chunk = std::max((inst.inner + chunks - 1) / chunks,
-                                                std::max<int64_t>(1, kUnitElements / per_block));
-        const bool chunked = rows_per_chunk < inst.inner;
-        for (int64_t b = 0; b < inst.outer; b += per_block) {
-          const int64_t end = std::min(inst.outer, b + per_block);
-          for (int64_t r = 0; r < inst.inner; r += rows_per_chunk) {
-            WorkUnit unit{i, b, end};
-            unit.row_begin = r;
-            unit.row_end = std::min(inst.inner, r + rows_per_chunk);
-            if (chunked) {
-              unit.partial = launch.num_partials;
-              launch.num_partials += end - b;
-            }
-            launch.units.push_back(unit);
-          }
-        }
-      } else if (inst.outer == 1 && inst.inner > kUnitElements &&
-                 launch.reduce != ReduceKind::ArgMax) {
-        for (int64_t b = 0; b < inst.inner; b += kUnitElements) {
-          launch.units.push_back(
-              {i, b, std::min(inst.inner, b + kUnitElements), launch.num_partials++});
-        }
-      } else {
-        const int64_t per_unit =
-            std::max<int64_t>(1, kUnitElements / std::max<int64_t>(1, inst.inner));
-        for (int64_t b = 0; b < inst.outer; b += per_unit) {
-          launch.units.push_back({i, b, std::min(inst.outer, b + per_unit)});
-        }
-      }
-    }
+    cut_into_units(launch);
     exe->launches.push_back(std::move(launch));
   }
-  // A row group's span covers all its launches: the first one's description names them all.
-  for (size_t l = 0; l < exe->launches.size(); ++l) {
-    Launch& first = exe->launches[l];
-    if (first.row_group <= 1) continue;
-    std::string text =
-        std::to_string(first.row_group) + " launches over " + std::to_string(first.rows) + " rows:";
-    for (size_t m = 0; m < first.row_group; ++m)
-      text += " [" + exe->launches[l + m].description + "]";
-    first.description = std::move(text);
-    l += first.row_group - 1;
-  }
+  describe_row_groups(exe->launches);
   exe->num_launches = static_cast<int64_t>(exe->launches.size());
   return exe;
 }
