@@ -308,11 +308,12 @@ void bind_elementwise_ops(nb::class_<Tensor>& cls) {
 #undef LT_BINARY_IN_PLACE
 }
 
-void bind_tensor_class(nb::module_& m) {
-  nb::class_<Tensor> cls(m, "Tensor");
+using TensorClass = nb::class_<Tensor>;
+
+// Constructors, shape, dtype, device.
+void bind_tensor_shape(TensorClass& cls) {
   cls.def(nb::init<>())
       .def(nb::init<const Tensor&>(), "other"_a, "A handle on the same tensor (as a Parameter)")
-      // Shape, dtype, device.
       .def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def(
           "size",
@@ -338,21 +339,24 @@ void bind_tensor_class(nb::module_& m) {
              if (t.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
              return t.shape()[0];
            })
-      .def("__hash__", [](Self self) { return reinterpret_cast<intptr_t>(self.h.ptr()); })
-      // Values on the host.
-      .def("item",
-           [](const Tensor& t) -> nb::object {
-             if (lt::dtype_is_floating(t.dtype()) || t.dtype() == DType::boolean) {
-               double value;
-               {
-                 const nb::gil_scoped_release release;
-                 value = t.item();
-               }
-               if (t.dtype() == DType::boolean) return nb::bool_(value != 0);
-               return nb::float_(value);
-             }
-             return nb::int_(exact_integer(t));
-           })
+      .def("__hash__", [](Self self) { return reinterpret_cast<intptr_t>(self.h.ptr()); });
+}
+
+// Values on the host.
+void bind_tensor_host_values(TensorClass& cls) {
+  cls.def("item",
+          [](const Tensor& t) -> nb::object {
+            if (lt::dtype_is_floating(t.dtype()) || t.dtype() == DType::boolean) {
+              double value;
+              {
+                const nb::gil_scoped_release release;
+                value = t.item();
+              }
+              if (t.dtype() == DType::boolean) return nb::bool_(value != 0);
+              return nb::float_(value);
+            }
+            return nb::int_(exact_integer(t));
+          })
       .def("numpy", &to_numpy)
       // copy=True exports a copy; other keywords of the protocol (stream, max_version) change
       // nothing for host memory.
@@ -374,14 +378,16 @@ void bind_tensor_class(nb::module_& m) {
              const nb::gil_scoped_release release;
              return t.item();
            })
-      .def("__int__",
-           [](const Tensor& t) {
-             if (!lt::dtype_is_floating(t.dtype())) return exact_integer(t);
-             const nb::gil_scoped_release release;
-             return static_cast<int64_t>(t.item());
-           })
-      // Arithmetic, with PyTorch's keywords (the ops of elementwise_ops.def are bound below).
-      .def("pow", &Tensor::pow, "exponent"_a)
+      .def("__int__", [](const Tensor& t) {
+        if (!lt::dtype_is_floating(t.dtype())) return exact_integer(t);
+        const nb::gil_scoped_release release;
+        return static_cast<int64_t>(t.item());
+      });
+}
+
+// Arithmetic, with PyTorch's keywords (the ops of elementwise_ops.def: bind_elementwise_ops).
+void bind_tensor_arithmetic(TensorClass& cls) {
+  cls.def("pow", &Tensor::pow, "exponent"_a)
       .def(
           "clamp",
           [](const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
@@ -407,11 +413,14 @@ void bind_tensor_class(nb::module_& m) {
       .def("half", [](const Tensor& t) { return t.to(DType::f16); })
       .def("int", [](const Tensor& t) { return t.to(DType::i32); })
       .def("long", [](const Tensor& t) { return t.to(DType::i64); })
-      .def("bool", [](const Tensor& t) { return t.to(DType::boolean); })
-      // In place: the same Python object back, as PyTorch returns self.
-      .def(
-          "pow_", [](Self s, double e) { return in_place(s, [&](Tensor& t) { t.pow_(e); }); },
-          "exponent"_a)
+      .def("bool", [](const Tensor& t) { return t.to(DType::boolean); });
+}
+
+// In place: the same Python object back, as PyTorch returns self.
+void bind_tensor_in_place(TensorClass& cls) {
+  cls.def(
+         "pow_", [](Self s, double e) { return in_place(s, [&](Tensor& t) { t.pow_(e); }); },
+         "exponent"_a)
       .def(
           "clamp_",
           [](Self s, std::optional<double> lo, std::optional<double> hi) {
@@ -468,11 +477,12 @@ void bind_tensor_class(nb::module_& m) {
       .def(
           "fill_", [](Self s, double v) { return in_place(s, [&](Tensor& t) { t.fill_(v); }); },
           "value"_a);
+  ;
+}
 
-  bind_elementwise_ops(cls);
-
-  // Python operators. A failed match returns NotImplemented (nb::is_operator), so Python
-  // tries the other operand's method.
+// Python operators. A failed match returns NotImplemented (nb::is_operator), so Python
+// tries the other operand's method.
+void bind_tensor_operators(TensorClass& cls) {
   cls.def(
          "__add__", [](const Tensor& a, const Tensor& b) { return a + b; }, nb::is_operator())
       .def(
@@ -531,8 +541,10 @@ void bind_tensor_class(nb::module_& m) {
   LT_COMPARISON(gt, "__gt__")
   LT_COMPARISON(ge, "__ge__")
 #undef LT_COMPARISON
+}
 
-  // Reductions.
+// Reductions.
+void bind_tensor_reductions(TensorClass& cls) {
   cls.def(
          "sum",
          [](const Tensor& t, const Dims& dim, bool keepdim) {
@@ -579,9 +591,12 @@ void bind_tensor_class(nb::module_& m) {
           "dim"_a = nb::none(), "unbiased"_a = true, "keepdim"_a = false)
       .def("softmax", &Tensor::softmax, "dim"_a)
       .def("log_softmax", &Tensor::log_softmax, "dim"_a)
-      .def("matmul", &Tensor::matmul, "other"_a)
-      // Views and shape changes.
-      .def("reshape", [](const Tensor& t, nb::args shape) { return t.reshape(sizes_of(shape)); })
+      .def("matmul", &Tensor::matmul, "other"_a);
+}
+
+// Views and shape changes.
+void bind_tensor_views(TensorClass& cls) {
+  cls.def("reshape", [](const Tensor& t, nb::args shape) { return t.reshape(sizes_of(shape)); })
       .def("view", [](const Tensor& t, nb::args shape) { return t.view(sizes_of(shape)); })
       .def("expand", [](const Tensor& t, nb::args sizes) { return t.expand(sizes_of(sizes)); })
       .def("permute", [](const Tensor& t, nb::args dims) { return t.permute(ints_of(dims)); })
@@ -606,11 +621,14 @@ void bind_tensor_class(nb::module_& m) {
       .def("select", &Tensor::select, "dim"_a, "index"_a)
       .def("contiguous", &Tensor::contiguous)
       .def("index_select", &Tensor::index_select, "dim"_a, "index"_a)
-      .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a)
-      // Autograd.
-      .def_prop_rw(
-          "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
-          [](Tensor& t, bool value) { t.requires_grad_(value); })
+      .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a);
+}
+
+// Autograd.
+void bind_tensor_autograd(TensorClass& cls) {
+  cls.def_prop_rw(
+         "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
+         [](Tensor& t, bool value) { t.requires_grad_(value); })
       .def(
           "requires_grad_",
           [](Self s, bool value) {
@@ -642,6 +660,19 @@ void bind_tensor_class(nb::module_& m) {
           "gradient"_a = nb::none(), "retain_graph"_a = false)
       .def("detach", &Tensor::detach)
       .def_prop_ro("data", &Tensor::detach, "The value, cut off from autograd (as detach())");
+}
+
+void bind_tensor_class(nb::module_& m) {
+  TensorClass cls(m, "Tensor");
+  bind_tensor_shape(cls);
+  bind_tensor_host_values(cls);
+  bind_tensor_arithmetic(cls);
+  bind_tensor_in_place(cls);
+  bind_elementwise_ops(cls);
+  bind_tensor_operators(cls);
+  bind_tensor_reductions(cls);
+  bind_tensor_views(cls);
+  bind_tensor_autograd(cls);
 }
 
 void bind_factories(nb::module_& m) {
