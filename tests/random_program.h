@@ -38,6 +38,8 @@
 #include <utility>
 #include <vector>
 
+#include "random_program/bounds.h"
+#include "random_program/op_cases.h"
 #include "trace/tensor_state.h"  // TensorState::is_view
 
 namespace lt_test {
@@ -45,493 +47,6 @@ namespace lt_test {
 using lt::DType;
 using lt::Shape;
 using lt::Tensor;
-
-// Every element's exact value lies in [lo, hi]; the engine's value is within err of it.
-struct Bound {
-  double lo = 0;
-  double hi = 0;
-  double err = 0;
-  double mag() const { return std::max(std::abs(lo), std::abs(hi)); }
-};
-
-// How far the result of one op of a dtype may be from the exact value. f64 counts twice: the
-// double reference rounds as well. bf16 and f16 compute each op in f32 and round its result to
-// the dtype; the reference rounds its (double) result to the dtype too.
-struct Unit {
-  double reg;    // relative: one rounding in the register type (f32 for bf16 and f16)
-  double store;  // relative: the rounding of a register's value to the dtype (0 where they are one)
-  double tiny;   // absolute, below the normal range: more than half the subnormals' spacing
-  // An op's result: computed in the register type, then stored.
-  double op() const { return reg + store * (1 + reg); }
-  // The rounding of the register type alone, as within a ternary op (lerp) before its store.
-  Unit in_register() const { return {reg, 0, reg * 0x1p-125}; }
-};
-
-inline Unit unit(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return {0x1p-52, 0, 0x1p-52 * 0x1p-125};
-    case DType::bf16:  // 8 significant bits, f32's exponent range
-      return {0x1p-24, 0x1p-8, 0x1p-8 * 0x1p-125};
-    case DType::f16:  // 11 significant bits; normal from 2^-14, subnormals spaced 2^-24
-      return {0x1p-24, 0x1p-11, 0x1p-11 * 0x1p-13};
-    default:
-      return {0x1p-24, 0, 0x1p-24 * 0x1p-125};
-  }
-}
-
-// Whether every value of dtype `from` is one of dtype `to`: a cast from `from` to `to` is exact.
-inline bool holds(DType to, DType from) {
-  return to == from || to == DType::f64 ||
-         (to == DType::f32 && (from == DType::bf16 || from == DType::f16));
-}
-
-// The type an op of `dtype` computes in: f32 for bf16 and f16.
-inline DType register_dtype(DType dtype) {
-  return dtype == DType::bf16 || dtype == DType::f16 ? DType::f32 : dtype;
-}
-
-// v rounded to the nearest value of a float dtype, ties to even, as a cast rounds it (to
-// infinity past f16's range).
-inline double round_to(DType dtype, double v) {
-  if (dtype == DType::f32) return static_cast<float>(v);
-  if ((dtype != DType::bf16 && dtype != DType::f16) || !std::isfinite(v) || v == 0) return v;
-  const bool half = dtype == DType::f16;
-  const int digits = half ? 11 : 8, min_exponent = half ? -14 : -126;
-  int exponent;
-  std::frexp(v, &exponent);  // |v| in [2^(exponent - 1), 2^exponent)
-  const double spacing = std::ldexp(1.0, std::max(exponent - 1, min_exponent) - (digits - 1));
-  const double rounded = std::nearbyint(v / spacing) * spacing;
-  if (std::abs(rounded) > (half ? 65504 : 0x1.fep127)) return std::copysign(INFINITY, v);
-  return rounded;
-}
-
-// A bf16 or f16 value's bits (v already one of the dtype's values, finite).
-inline uint16_t half_bits(DType dtype, double v) {
-  if (dtype == DType::bf16) return static_cast<uint16_t>(std::bit_cast<uint32_t>(float(v)) >> 16);
-  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
-  const double a = std::abs(v);
-  if (a < 0x1p-14) return sign | static_cast<uint16_t>(a * 0x1p24);  // subnormal: k 2^-24
-  int exponent;
-  const double mantissa = std::frexp(a, &exponent);  // in [0.5, 1)
-  return sign | static_cast<uint16_t>((exponent + 14) << 10) |
-         static_cast<uint16_t>((2 * mantissa - 1) * 1024);
-}
-
-namespace bounds {
-
-// libm's exp, log, tanh and pow are within a few ulps; sigmoid and rsqrt chain two roundings.
-constexpr double kTranscendental = 8;
-
-// A scalar as a kernel of the op's dtype sees it: rounded to the dtype (one store's rounding).
-inline Bound scalar(double s, const Unit& u) {
-  return {s, s, u.op() * std::abs(s)};
-}
-// Relative to the value, but absolute below the normal range (Unit::tiny).
-inline Bound round(Bound x, double relative, double tiny) {
-  x.err += relative * x.mag() + tiny;
-  return x;
-}
-inline Bound round(Bound x, const Unit& u) {
-  return round(x, u.op(), u.tiny);
-}
-inline Bound add(Bound x, Bound y) {
-  return {x.lo + y.lo, x.hi + y.hi, x.err + y.err};
-}
-inline Bound neg(Bound x) {
-  return {-x.hi, -x.lo, x.err};
-}
-inline Bound sub(Bound x, Bound y) {
-  return add(x, neg(y));
-}
-inline Bound mul(Bound x, Bound y) {
-  const double p[] = {x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi};
-  return {*std::min_element(p, p + 4), *std::max_element(p, p + 4),
-          x.err * y.mag() + y.err * x.mag() + x.err * y.err};
-}
-// The smallest |value| the engine may hold: positive when x keeps away from zero.
-inline double gap(Bound x) {
-  return std::max(x.lo, -x.hi) - x.err;
-}
-inline Bound div(Bound x, Bound y) {  // needs gap(y) > 0
-  Bound q = mul(x, Bound{1 / y.hi, 1 / y.lo, 0});
-  q.err = (x.err + q.mag() * y.err) / gap(y);
-  return q;
-}
-inline Bound abs(Bound x) {
-  if (x.lo >= 0) return x;
-  if (x.hi <= 0) return neg(x);
-  return {0, x.mag(), x.err};
-}
-inline Bound maximum(Bound x, Bound y) {
-  return {std::max(x.lo, y.lo), std::max(x.hi, y.hi), std::max(x.err, y.err)};
-}
-inline Bound minimum(Bound x, Bound y) {
-  return {std::min(x.lo, y.lo), std::min(x.hi, y.hi), std::max(x.err, y.err)};
-}
-// A libm function's result: a few units of the register type, then stored.
-inline Bound round_libm(Bound x, const Unit& u) {
-  const double reg = kTranscendental * u.reg;
-  return round(x, reg + u.store * (1 + reg), kTranscendental * u.tiny);
-}
-// f monotone on the values the engine may hold, with |f'| <= slope there.
-inline Bound through(Bound x, double (*f)(double), double slope, const Unit& u) {
-  const double a = f(x.lo), b = f(x.hi);
-  return round_libm({std::min(a, b), std::max(a, b), slope * x.err}, u);
-}
-inline Bound pow(Bound x, double e, const Unit& u) {
-  std::vector<double> at = {std::pow(x.lo, e), std::pow(x.hi, e)};
-  if (x.lo < 0 && x.hi > 0) at.push_back(std::pow(0.0, e));
-  // |d/dx x^e| = |e| |x|^(e-1): largest at the largest |x| for e >= 1, else at the smallest.
-  const double slope =
-      e == 0 ? 0 : std::abs(e) * std::pow(e >= 1 ? x.mag() + x.err : gap(x), e - 1);
-  return round_libm({*std::min_element(at.begin(), at.end()),
-                     *std::max_element(at.begin(), at.end()), slope * x.err},
-                    u);
-}
-// a + w * (b - a), rounded as the kernel computes it: one op, stored once.
-inline Bound lerp(Bound a, Bound b, Bound w, const Unit& u) {
-  const Unit in = u.in_register();
-  return round(add(a, round(mul(w, round(sub(b, a), in)), in)), u);
-}
-// Values taken from x or from y, unchanged: a concatenation, a selection.
-inline Bound hull(Bound x, Bound y) {
-  return {std::min(x.lo, y.lo), std::max(x.hi, y.hi), std::max(x.err, y.err)};
-}
-// A sum over k products a_i * b_i, as an output of a matrix product. The engine's GEMM
-// accumulates in the register type (f32 for bf16), in any order: within gamma_k <= (k + 1) u of
-// sum |a_i b_i| (and an absolute half subnormal spacing per product and addition), then stores
-// the sum (bf16); the reference accumulates in double (2^-53 each) and rounds the sum to the
-// dtype. The operands' own errors add up over the k terms.
-inline Bound dot(Bound a, Bound b, int64_t k, const Unit& u) {
-  if (k == 0) return {};
-  const Bound p = mul(a, b);
-  const double n = static_cast<double>(k);
-  const double abs_sum = n * (a.mag() + a.err) * (b.mag() + b.err);
-  const Bound sum = {
-      n * p.lo, n * p.hi,
-      n * p.err + ((n + 1) * u.reg + n * 0x1p-53) * abs_sum + 2 * n * u.reg * 0x1p-125};
-  return u.store > 0 ? round(sum, u.store, u.tiny) : sum;
-}
-
-}  // namespace bounds
-
-// The scalars an op draws.
-enum class Draw { none, any, nonzero, weight, exponent, range };
-
-struct Form {
-  const char* text;
-  std::function<Tensor(const Tensor* t, const double* s)> fn;
-};
-struct InPlaceForm {
-  const char* text;
-  std::function<void(Tensor& self, const Tensor* t, const double* s)> fn;  // t[0] is self
-};
-
-// One op of the Tensor API: its operands, its domain, how it moves the bound, and the ways
-// to call it (methods, operators and free functions; in place or not).
-struct OpCase {
-  int arity;
-  Draw draw;
-  std::function<bool(const Bound* b, const double* s)> ok;
-  std::function<Bound(const Bound* b, const double* s, const Unit& u)> bound;
-  std::vector<Form> forms;
-  std::vector<InPlaceForm> in_place;
-  bool self_dtype = false;  // copy_ and fill_ compute in the target's dtype
-};
-
-inline const std::vector<OpCase>& op_cases() {
-  namespace b = bounds;
-  using Bs = const Bound*;
-  using Ss = const double*;
-  using Ts = const Tensor*;
-  static const std::vector<OpCase> cases = [] {
-    const auto any = [](Bs, Ss) { return true; };
-    const auto positive = [](Bs x, Ss) { return x[0].lo - x[0].err >= 0.25; };
-    std::vector<OpCase> c;
-    // Ops of one tensor.
-    c.push_back(
-        {1,
-         Draw::none,
-         any,
-         [](Bs x, Ss, const Unit&) { return b::neg(x[0]); },
-         {{"a.neg()", [](Ts t, Ss) { return t[0].neg(); }}, {"-a", [](Ts t, Ss) { return -t[0]; }}},
-         {{"a.neg_()", [](Tensor& a, Ts, Ss) { a.neg_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit&) { return b::abs(x[0]); },
-                 {{"a.abs()", [](Ts t, Ss) { return t[0].abs(); }}},
-                 {{"a.abs_()", [](Tensor& a, Ts, Ss) { a.abs_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 positive,
-                 [](Bs x, Ss, const Unit& u) {
-                   return b::through(
-                       x[0], [](double v) { return std::sqrt(v); },
-                       0.5 / std::sqrt(x[0].lo - x[0].err), u);
-                 },
-                 {{"a.sqrt()", [](Ts t, Ss) { return t[0].sqrt(); }}},
-                 {{"a.sqrt_()", [](Tensor& a, Ts, Ss) { a.sqrt_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 positive,
-                 [](Bs x, Ss, const Unit& u) {
-                   return b::through(
-                       x[0], [](double v) { return 1 / std::sqrt(v); },
-                       0.5 * std::pow(x[0].lo - x[0].err, -1.5), u);
-                 },
-                 {{"a.rsqrt()", [](Ts t, Ss) { return t[0].rsqrt(); }}},
-                 {{"a.rsqrt_()", [](Tensor& a, Ts, Ss) { a.rsqrt_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 [](Bs x, Ss) { return x[0].hi + x[0].err <= 3; },
-                 [](Bs x, Ss, const Unit& u) {
-                   return b::through(
-                       x[0], [](double v) { return std::exp(v); }, std::exp(x[0].hi + x[0].err), u);
-                 },
-                 {{"a.exp()", [](Ts t, Ss) { return t[0].exp(); }}},
-                 {{"a.exp_()", [](Tensor& a, Ts, Ss) { a.exp_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 positive,
-                 [](Bs x, Ss, const Unit& u) {
-                   return b::through(
-                       x[0], [](double v) { return std::log(v); }, 1 / (x[0].lo - x[0].err), u);
-                 },
-                 {{"a.log()", [](Ts t, Ss) { return t[0].log(); }}},
-                 {{"a.log_()", [](Tensor& a, Ts, Ss) { a.log_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit& u) {
-                   return b::through(
-                       x[0], [](double v) { return std::tanh(v); }, 1, u);
-                 },
-                 {{"a.tanh()", [](Ts t, Ss) { return t[0].tanh(); }}},
-                 {{"a.tanh_()", [](Tensor& a, Ts, Ss) { a.tanh_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit& u) {
-                   return b::through(
-                       x[0], [](double v) { return 1 / (1 + std::exp(-v)); }, 0.25, u);
-                 },
-                 {{"a.sigmoid()", [](Ts t, Ss) { return t[0].sigmoid(); }}},
-                 {{"a.sigmoid_()", [](Tensor& a, Ts, Ss) { a.sigmoid_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit&) {
-                   return Bound{std::max(x[0].lo, 0.0), std::max(x[0].hi, 0.0), x[0].err};
-                 },
-                 {{"a.relu()", [](Ts t, Ss) { return t[0].relu(); }}},
-                 {{"a.relu_()", [](Tensor& a, Ts, Ss) { a.relu_(); }}}});
-    c.push_back({1,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit&) { return x[0]; },
-                 {{"a.clone()", [](Ts t, Ss) { return t[0].clone(); }}},
-                 {}});
-    // With a scalar operand.
-    c.push_back(
-        {1,
-         Draw::any,
-         any,
-         [](Bs x, Ss s, const Unit& u) { return b::round(b::add(x[0], b::scalar(s[0], u)), u); },
-         {{"a.add(s)", [](Ts t, Ss s) { return t[0].add(s[0]); }},
-          {"a + s", [](Ts t, Ss s) { return t[0] + s[0]; }},
-          {"s + a", [](Ts t, Ss s) { return s[0] + t[0]; }}},
-         {{"a.add_(s)", [](Tensor& a, Ts, Ss s) { a.add_(s[0]); }}}});
-    c.push_back(
-        {1,
-         Draw::any,
-         any,
-         [](Bs x, Ss s, const Unit& u) { return b::round(b::sub(x[0], b::scalar(s[0], u)), u); },
-         {{"a.sub(s)", [](Ts t, Ss s) { return t[0].sub(s[0]); }},
-          {"a - s", [](Ts t, Ss s) { return t[0] - s[0]; }}},
-         {{"a.sub_(s)", [](Tensor& a, Ts, Ss s) { a.sub_(s[0]); }}}});
-    c.push_back(
-        {1,
-         Draw::any,
-         any,
-         [](Bs x, Ss s, const Unit& u) { return b::round(b::sub(b::scalar(s[0], u), x[0]), u); },
-         {{"s - a", [](Ts t, Ss s) { return s[0] - t[0]; }}},
-         {}});
-    c.push_back(
-        {1,
-         Draw::any,
-         any,
-         [](Bs x, Ss s, const Unit& u) { return b::round(b::mul(x[0], b::scalar(s[0], u)), u); },
-         {{"a.mul(s)", [](Ts t, Ss s) { return t[0].mul(s[0]); }},
-          {"a * s", [](Ts t, Ss s) { return t[0] * s[0]; }},
-          {"s * a", [](Ts t, Ss s) { return s[0] * t[0]; }}},
-         {{"a.mul_(s)", [](Tensor& a, Ts, Ss s) { a.mul_(s[0]); }}}});
-    c.push_back(
-        {1,
-         Draw::nonzero,
-         any,
-         [](Bs x, Ss s, const Unit& u) { return b::round(b::div(x[0], b::scalar(s[0], u)), u); },
-         {{"a.div(s)", [](Ts t, Ss s) { return t[0].div(s[0]); }},
-          {"a / s", [](Ts t, Ss s) { return t[0] / s[0]; }}},
-         {{"a.div_(s)", [](Tensor& a, Ts, Ss s) { a.div_(s[0]); }}}});
-    c.push_back(
-        {1,
-         Draw::any,
-         [](Bs x, Ss) { return b::gap(x[0]) >= 0.25; },
-         [](Bs x, Ss s, const Unit& u) { return b::round(b::div(b::scalar(s[0], u), x[0]), u); },
-         {{"s / a", [](Ts t, Ss s) { return s[0] / t[0]; }}},
-         {}});
-    c.push_back({1,
-                 Draw::exponent,
-                 [](Bs x, Ss s) {
-                   if (s[0] != std::floor(s[0])) return x[0].lo - x[0].err >= 0.25;
-                   return s[0] >= 0 || b::gap(x[0]) >= 0.25;
-                 },
-                 [](Bs x, Ss s, const Unit& u) { return b::pow(x[0], s[0], u); },
-                 {{"a.pow(s)", [](Ts t, Ss s) { return t[0].pow(s[0]); }}},
-                 {{"a.pow_(s)", [](Tensor& a, Ts, Ss s) { a.pow_(s[0]); }}}});
-    c.push_back({1,
-                 Draw::range,
-                 any,
-                 [](Bs x, Ss s, const Unit& u) {
-                   return Bound{std::clamp(x[0].lo, s[0], s[1]), std::clamp(x[0].hi, s[0], s[1]),
-                                x[0].err + u.op() * std::max(std::abs(s[0]), std::abs(s[1]))};
-                 },
-                 {{"a.clamp(s, s1)", [](Ts t, Ss s) { return t[0].clamp(s[0], s[1]); }}},
-                 {{"a.clamp_(s, s1)", [](Tensor& a, Ts, Ss s) { a.clamp_(s[0], s[1]); }}}});
-    c.push_back({1,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, const Unit& u) { return b::maximum(x[0], b::scalar(s[0], u)); },
-                 {{"a.clamp_min(s)", [](Ts t, Ss s) { return t[0].clamp_min(s[0]); }}},
-                 {{"a.clamp_min_(s)", [](Tensor& a, Ts, Ss s) { a.clamp_min_(s[0]); }}}});
-    c.push_back({1,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, const Unit& u) { return b::minimum(x[0], b::scalar(s[0], u)); },
-                 {{"a.clamp_max(s)", [](Ts t, Ss s) { return t[0].clamp_max(s[0]); }}},
-                 {{"a.clamp_max_(s)", [](Tensor& a, Ts, Ss s) { a.clamp_max_(s[0]); }}}});
-    OpCase fill{1,   Draw::any,
-                any, [](Bs, Ss s, const Unit& u) { return b::scalar(s[0], u); },
-                {},  {{"a.fill_(s)", [](Tensor& a, Ts, Ss s) { a.fill_(s[0]); }}}};
-    fill.self_dtype = true;
-    c.push_back(fill);
-    OpCase zero{1,   Draw::none,
-                any, [](Bs, Ss, const Unit&) { return Bound{}; },
-                {},  {{"a.zero_()", [](Tensor& a, Ts, Ss) { a.zero_(); }}}};
-    zero.self_dtype = true;
-    c.push_back(zero);
-    // Ops of two tensors.
-    c.push_back({2,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit& u) { return b::round(b::add(x[0], x[1]), u); },
-                 {{"a.add(b)", [](Ts t, Ss) { return t[0].add(t[1]); }},
-                  {"a + b", [](Ts t, Ss) { return t[0] + t[1]; }},
-                  {"lt::add(a, b)", [](Ts t, Ss) { return lt::add(t[0], t[1]); }}},
-                 {{"a.add_(b)", [](Tensor& a, Ts t, Ss) { a.add_(t[1]); }}}});
-    c.push_back({2,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, const Unit& u) {
-                   return b::round(b::add(x[0], b::round(b::mul(x[1], b::scalar(s[0], u)), u)), u);
-                 },
-                 {{"a.add(b, s)", [](Ts t, Ss s) { return t[0].add(t[1], s[0]); }},
-                  {"lt::add(a, b, s)", [](Ts t, Ss s) { return lt::add(t[0], t[1], s[0]); }}},
-                 {{"a.add_(b, s)", [](Tensor& a, Ts t, Ss s) { a.add_(t[1], s[0]); }}}});
-    c.push_back({2,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit& u) { return b::round(b::sub(x[0], x[1]), u); },
-                 {{"a.sub(b)", [](Ts t, Ss) { return t[0].sub(t[1]); }},
-                  {"a - b", [](Ts t, Ss) { return t[0] - t[1]; }},
-                  {"lt::sub(a, b)", [](Ts t, Ss) { return lt::sub(t[0], t[1]); }}},
-                 {{"a.sub_(b)", [](Tensor& a, Ts t, Ss) { a.sub_(t[1]); }}}});
-    c.push_back({2,
-                 Draw::any,
-                 any,
-                 [](Bs x, Ss s, const Unit& u) {
-                   return b::round(b::sub(x[0], b::round(b::mul(x[1], b::scalar(s[0], u)), u)), u);
-                 },
-                 {{"a.sub(b, s)", [](Ts t, Ss s) { return t[0].sub(t[1], s[0]); }},
-                  {"lt::sub(a, b, s)", [](Ts t, Ss s) { return lt::sub(t[0], t[1], s[0]); }}},
-                 {{"a.sub_(b, s)", [](Tensor& a, Ts t, Ss s) { a.sub_(t[1], s[0]); }}}});
-    c.push_back({2,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit& u) { return b::round(b::mul(x[0], x[1]), u); },
-                 {{"a.mul(b)", [](Ts t, Ss) { return t[0].mul(t[1]); }},
-                  {"a * b", [](Ts t, Ss) { return t[0] * t[1]; }},
-                  {"lt::mul(a, b)", [](Ts t, Ss) { return lt::mul(t[0], t[1]); }}},
-                 {{"a.mul_(b)", [](Tensor& a, Ts t, Ss) { a.mul_(t[1]); }}}});
-    c.push_back({2,
-                 Draw::none,
-                 [](Bs x, Ss) { return b::gap(x[1]) >= 0.25; },
-                 [](Bs x, Ss, const Unit& u) { return b::round(b::div(x[0], x[1]), u); },
-                 {{"a.div(b)", [](Ts t, Ss) { return t[0].div(t[1]); }},
-                  {"a / b", [](Ts t, Ss) { return t[0] / t[1]; }},
-                  {"lt::div(a, b)", [](Ts t, Ss) { return lt::div(t[0], t[1]); }}},
-                 {{"a.div_(b)", [](Tensor& a, Ts t, Ss) { a.div_(t[1]); }}}});
-    c.push_back({2,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit&) { return b::maximum(x[0], x[1]); },
-                 {{"a.maximum(b)", [](Ts t, Ss) { return t[0].maximum(t[1]); }},
-                  {"lt::maximum(a, b)", [](Ts t, Ss) { return lt::maximum(t[0], t[1]); }}},
-                 {{"a.maximum_(b)", [](Tensor& a, Ts t, Ss) { a.maximum_(t[1]); }}}});
-    c.push_back({2,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit&) { return b::minimum(x[0], x[1]); },
-                 {{"a.minimum(b)", [](Ts t, Ss) { return t[0].minimum(t[1]); }},
-                  {"lt::minimum(a, b)", [](Ts t, Ss) { return lt::minimum(t[0], t[1]); }}},
-                 {{"a.minimum_(b)", [](Tensor& a, Ts t, Ss) { a.minimum_(t[1]); }}}});
-    c.push_back(
-        {2,
-         Draw::weight,
-         any,
-         [](Bs x, Ss s, const Unit& u) { return b::lerp(x[0], x[1], b::scalar(s[0], u), u); },
-         {{"a.lerp(b, s)", [](Ts t, Ss s) { return t[0].lerp(t[1], s[0]); }}},
-         {{"a.lerp_(b, s)", [](Tensor& a, Ts t, Ss s) { a.lerp_(t[1], s[0]); }}}});
-    OpCase copy{2,   Draw::none,
-                any, [](Bs x, Ss, const Unit&) { return x[1]; },
-                {},  {{"a.copy_(b)", [](Tensor& a, Ts t, Ss) { a.copy_(t[1]); }}}};
-    copy.self_dtype = true;
-    c.push_back(copy);
-    // Ops of three tensors.
-    c.push_back({3,
-                 Draw::none,
-                 any,
-                 [](Bs x, Ss, const Unit& u) { return b::lerp(x[0], x[1], x[2], u); },
-                 {{"a.lerp(b, c)", [](Ts t, Ss) { return t[0].lerp(t[1], t[2]); }}},
-                 {{"a.lerp_(b, c)", [](Tensor& a, Ts t, Ss) { a.lerp_(t[1], t[2]); }}}});
-    c.push_back(
-        {3,
-         Draw::any,
-         any,
-         [](Bs x, Ss s, const Unit& u) {
-           const Bound term =
-               b::round(b::mul(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
-           return b::round(b::add(x[0], term), u);
-         },
-         {{"a.addcmul(b, c, s)", [](Ts t, Ss s) { return t[0].addcmul(t[1], t[2], s[0]); }}},
-         {{"a.addcmul_(b, c, s)", [](Tensor& a, Ts t, Ss s) { a.addcmul_(t[1], t[2], s[0]); }}}});
-    c.push_back(
-        {3,
-         Draw::any,
-         [](Bs x, Ss) { return b::gap(x[2]) >= 0.25; },
-         [](Bs x, Ss s, const Unit& u) {
-           const Bound term =
-               b::round(b::div(b::round(b::mul(b::scalar(s[0], u), x[1]), u), x[2]), u);
-           return b::round(b::add(x[0], term), u);
-         },
-         {{"a.addcdiv(b, c, s)", [](Ts t, Ss s) { return t[0].addcdiv(t[1], t[2], s[0]); }}},
-         {{"a.addcdiv_(b, c, s)", [](Tensor& a, Ts t, Ss s) { a.addcdiv_(t[1], t[2], s[0]); }}}});
-    return c;
-  }();
-  return cases;
-}
 
 struct ProgramOptions {
   int steps = 3;
@@ -1015,300 +530,432 @@ class RandomProgram {
 
   // A view of a pool tensor (of every kind, with negative dims and Python slice bounds): its
   // values rearranged, under its bound.
+  // A view op (or contiguous()) on a tensor of the pool, its layout checked against the op's
+  // meaning, added to the pool.
   bool view_op() {
     // Views of tensors laid out out of order are rarer: favor them (reshapes that copy).
     const std::vector<size_t> disordered = slots_where([](const Slot& x) { return !x.contiguous; });
     const size_t i = !disordered.empty() && chance(0.4) ? disordered[below_size(disordered)]
                                                         : below(static_cast<int>(pool_.size()));
-    const Slot src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+    DrawnView v;
+    v.contiguous = pool_[i].contiguous;
+    bool drawn = false;
+    switch (below(14)) {
+      case 0:
+      case 1:
+        drawn = draw_reshape(i, v);
+        break;
+      case 2:
+        drawn = draw_view(i, v);
+        break;
+      case 3:
+        drawn = draw_transpose(i, v);
+        break;
+      case 4:
+        drawn = draw_permute(i, v);
+        break;
+      case 5:
+        drawn = draw_t(i, v);
+        break;
+      case 6:
+        drawn = draw_unsqueeze(i, v);
+        break;
+      case 7:
+        drawn = draw_squeeze(i, v);
+        break;
+      case 8:
+        drawn = draw_expand(i, v);
+        break;
+      case 9:
+        drawn = draw_slice(i, v);
+        break;
+      case 10:
+        drawn = draw_narrow(i, v);
+        break;
+      case 11:
+        drawn = draw_select(i, v);
+        break;
+      case 12:
+        drawn = draw_flatten(i, v);
+        break;
+      default:
+        drawn = draw_contiguous(i, v);
+        break;
+    }
+    if (!drawn) return false;
+    if (v.refused || !layout_matches(i, v)) return true;
+    add_view(i, v.t, v.text, v.want, v.contiguous || count(v.want) <= 1, v.is_view, v.kinds);
+    return true;
+  }
+
+  // A view drawn on pool_[i]: the view, the shape it must have, whether it is known to be
+  // contiguous, how it was written and the kinds it counts as, and `source`: the position in
+  // pool_[i] of the view's element at an index (unset where the view keeps the source's order).
+  struct DrawnView {
+    Tensor t;
     std::vector<int64_t> want;
-    bool contiguous = src.contiguous;  // the result's, when known
+    bool contiguous = false;
     bool is_view = true;
+    bool refused = false;  // the engine refused a view it must take (reported as a failure)
     std::string text;
     std::vector<std::string> kinds;
-    Tensor t;
-    // The position in a of the view's element at `index` (the reference checks the view's
-    // layout against it); unset where the view keeps a's order.
     std::function<std::vector<int64_t>(std::vector<int64_t>)> source;
-    auto permuting = [&](const std::vector<int>& order) {
+
+    void permuting(const std::vector<int>& order) {
       source = [order](const std::vector<int64_t>& index) {
         std::vector<int64_t> at(index.size());
         for (size_t k = 0; k < order.size(); ++k) at[order[k]] = index[k];
         return at;
       };
+    }
+  };
+
+  // Reshape, contiguous or not (a copy then).
+  bool draw_reshape(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    std::vector<int64_t> sizes = factor(a.numel());
+    v.want = sizes;
+    if (a.numel() > 0 && !sizes.empty() && chance(0.3)) sizes[below_size(sizes)] = -1;
+    v.text = "a.reshape(" + list(sizes) + ")";
+    v.t = a.reshape(sizes);
+    v.kinds.push_back(src.contiguous ? "reshape" : "reshape of a non-contiguous tensor");
+    return true;  // a reshape of a tensor out of order may or may not copy: unknown
+  }
+
+  // View: any shape of a contiguous tensor, else a dim split or a 1 added/removed.
+  bool draw_view(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    std::vector<int64_t> sizes = src.contiguous ? factor(a.numel()) : s;
+    if (!src.contiguous) {
+      std::vector<int> ones, splittable;
+      for (int d = 0; d < r; ++d) (s[d] == 1 ? ones : splittable).push_back(d);
+      const int how = below(3);
+      if (how == 0 && !ones.empty()) {
+        sizes.erase(sizes.begin() + ones[below_size(ones)]);
+      } else if (how == 1 && !splittable.empty() && r < 6) {
+        const int d = splittable[below_size(splittable)];
+        std::vector<int64_t> divisors;
+        for (int64_t p = 1; p <= s[d]; ++p) {
+          if (s[d] % p == 0) divisors.push_back(p);
+        }
+        const int64_t p = divisors[below_size(divisors)];
+        sizes[d] = s[d] / p;
+        sizes.insert(sizes.begin() + d, p);
+      } else if (r < 6) {
+        sizes.insert(sizes.begin() + below(r + 1), 1);
+      }
+    }
+    v.want = sizes;
+    if (a.numel() > 0 && !sizes.empty() && chance(0.2)) sizes[below_size(sizes)] = -1;
+    v.text = "a.view(" + list(sizes) + ")";
+    try {
+      v.t = a.view(sizes);
+    } catch (const lt::Error& e) {
+      log("(" + describe(v.text.c_str(), {i}, {}) + " threw: " + e.what() + ")");
+      fail(v.text + " of " + src.name + " " + a.shape().str() + " was refused: " + e.what());
+      v.refused = true;
+      return true;
+    }
+    v.kinds.push_back(src.contiguous ? "view" : "view of a non-contiguous tensor");
+    return true;  // splits and added 1s keep the layout's order, or its disorder
+  }
+
+  // Transpose.
+  bool draw_transpose(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    const int bound = std::max(r, 1);
+    const int d0 = below(2 * bound) - bound, d1 = below(2 * bound) - bound;
+    std::vector<int> order(r);
+    std::iota(order.begin(), order.end(), 0);
+    if (r > 0) std::swap(order[(d0 + r) % r], order[(d1 + r) % r]);
+    v.want = permuted(s, order);
+    v.permuting(order);
+    v.contiguous = v.contiguous && keeps_order(s, order);
+    v.text = "a.transpose(" + std::to_string(d0) + ", " + std::to_string(d1) + ")";
+    v.t = a.transpose(d0, d1);
+    v.kinds.push_back("transpose");
+    return true;
+  }
+
+  // Permute.
+  bool draw_permute(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    std::vector<int> order(r);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng_);
+    std::vector<int> dims = order;
+    for (int& d : dims) d -= chance(0.3) ? r : 0;
+    v.want = permuted(s, order);
+    v.permuting(order);
+    v.contiguous = v.contiguous && keeps_order(s, order);
+    v.text = "a.permute(" + list(dims) + ")";
+    v.t = a.permute(dims);
+    v.kinds.push_back("permute");
+    return true;
+  }
+
+  // T.
+  bool draw_t(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    if (r > 2) return false;
+    std::vector<int> order(r);
+    std::iota(order.begin(), order.end(), 0);
+    std::reverse(order.begin(), order.end());
+    v.want = permuted(s, order);
+    v.permuting(order);
+    v.contiguous = v.contiguous && keeps_order(s, order);
+    v.text = "a.t()";
+    v.t = a.t();
+    v.kinds.push_back("t");
+    return true;
+  }
+
+  // Unsqueeze.
+  bool draw_unsqueeze(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    if (r >= 6) return false;
+    const int d = below(2 * (r + 1)) - (r + 1);
+    v.want = s;
+    v.want.insert(v.want.begin() + (d < 0 ? d + r + 1 : d), 1);
+    v.text = "a.unsqueeze(" + std::to_string(d) + ")";
+    v.t = a.unsqueeze(d);
+    v.kinds.push_back("unsqueeze");
+    return true;
+  }
+
+  // Squeeze.
+  bool draw_squeeze(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    v.want = s;
+    if (chance(0.5)) {
+      v.want.erase(std::remove(v.want.begin(), v.want.end(), 1), v.want.end());
+      v.text = "a.squeeze()";
+      v.t = a.squeeze();
+      v.kinds.push_back("squeeze");
+    } else {
+      const int bound = std::max(r, 1);
+      const int d = below(2 * bound) - bound;
+      if (r > 0 && s[(d + r) % r] == 1) v.want.erase(v.want.begin() + (d + r) % r);
+      v.text = "a.squeeze(" + std::to_string(d) + ")";
+      v.t = a.squeeze(d);
+      v.kinds.push_back("squeeze(dim)");
+    }
+    return true;
+  }
+
+  // Expand: size-1 dims grow (or shrink to 0), new leading dims.
+  bool draw_expand(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    const int lead = r < 5 && chance(0.4) ? 1 + below(2) : 0;
+    std::vector<int64_t> sizes;
+    for (int d = 0; d < lead; ++d) sizes.push_back(1 + below(3));
+    v.want = sizes;
+    for (int d = 0; d < r; ++d) {
+      int64_t size = s[d];
+      if (s[d] == 1) size = chance(0.05) ? 0 : 1 + below(3);
+      v.want.push_back(size);
+      sizes.push_back(size == s[d] && chance(0.5) ? -1 : size);
+    }
+    if (count(v.want) > 100000) return false;
+    v.contiguous = v.contiguous && count(v.want) == a.numel();
+    v.text = "a.expand(" + list(sizes) + ")";
+    v.t = a.expand(sizes);
+    v.source = [lead, s](std::vector<int64_t> index) {
+      index.erase(index.begin(), index.begin() + lead);
+      for (size_t d = 0; d < s.size(); ++d) index[d] = s[d] == 1 ? 0 : index[d];
+      return index;
     };
-    switch (below(14)) {
-      case 0:
-      case 1: {  // reshape, contiguous or not (a copy then)
-        std::vector<int64_t> sizes = factor(a.numel());
-        want = sizes;
-        if (a.numel() > 0 && !sizes.empty() && chance(0.3)) sizes[below_size(sizes)] = -1;
-        text = "a.reshape(" + list(sizes) + ")";
-        t = a.reshape(sizes);
-        kinds.push_back(src.contiguous ? "reshape" : "reshape of a non-contiguous tensor");
-        break;  // a reshape of a tensor out of order may or may not copy: unknown
-      }
-      case 2: {  // view: any shape of a contiguous tensor, else a dim split or a 1 added/removed
-        std::vector<int64_t> sizes = src.contiguous ? factor(a.numel()) : s;
-        if (!src.contiguous) {
-          std::vector<int> ones, splittable;
-          for (int d = 0; d < r; ++d) (s[d] == 1 ? ones : splittable).push_back(d);
-          const int how = below(3);
-          if (how == 0 && !ones.empty()) {
-            sizes.erase(sizes.begin() + ones[below_size(ones)]);
-          } else if (how == 1 && !splittable.empty() && r < 6) {
-            const int d = splittable[below_size(splittable)];
-            std::vector<int64_t> divisors;
-            for (int64_t p = 1; p <= s[d]; ++p) {
-              if (s[d] % p == 0) divisors.push_back(p);
-            }
-            const int64_t p = divisors[below_size(divisors)];
-            sizes[d] = s[d] / p;
-            sizes.insert(sizes.begin() + d, p);
-          } else if (r < 6) {
-            sizes.insert(sizes.begin() + below(r + 1), 1);
-          }
+    v.kinds.push_back("expand");
+    if (lead > 0) v.kinds.push_back("expand adding dims");
+    return true;
+  }
+
+  // Slice, with steps and Python bounds (negative, out of range).
+  bool draw_slice(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    if (r == 0) return false;
+    const int d = below(r);
+    const int64_t n = s[d];
+    const int64_t step = chance(0.4) ? 2 + below(2) : 1;
+    auto draw = [&] {
+      if (chance(0.05)) return int64_t{1} << 40;
+      return chance(0.35) ? -1 - static_cast<int64_t>(below(static_cast<int>(n) + 2))
+                          : static_cast<int64_t>(below(static_cast<int>(n) + 3));
+    };
+    const int64_t start = draw(), end = draw();
+    // Python's slice bounds: negative ones count from the end, then both clamp to [0, n].
+    auto clamp = [n](int64_t b) { return std::clamp<int64_t>(b < 0 ? b + n : b, 0, n); };
+    const int64_t from = clamp(start), to = std::max(from, clamp(end));
+    const int64_t length = (to - from + step - 1) / step;
+    v.want = s;
+    v.want[d] = length;
+    v.contiguous = v.contiguous && slice_in_order(s, d, length, step);
+    const int dim = chance(0.3) ? d - r : d;
+    v.text = "a.slice(" + std::to_string(dim) + ", " + std::to_string(start) + ", " +
+             std::to_string(end) + ", " + std::to_string(step) + ")";
+    v.t = a.slice(dim, start, end, step);
+    v.source = [d, from, step](std::vector<int64_t> index) {
+      index[d] = from + index[d] * step;
+      return index;
+    };
+    v.kinds.push_back("slice");
+    if (step > 1) v.kinds.push_back("slice with step > 1");
+    if (start < 0 || end < 0) v.kinds.push_back("slice with negative bounds");
+    return true;
+  }
+
+  // Narrow.
+  bool draw_narrow(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    if (r == 0) return false;
+    const int d = below(r);
+    const int64_t n = s[d];
+    const int64_t from = below(static_cast<int>(n) + 1);
+    const int64_t length = below(static_cast<int>(n - from) + 1);
+    const int64_t start = from < n && chance(0.3) ? from - n : from;
+    v.want = s;
+    v.want[d] = length;
+    v.contiguous = v.contiguous && slice_in_order(s, d, length, 1);
+    const int dim = chance(0.3) ? d - r : d;
+    v.text = "a.narrow(" + std::to_string(dim) + ", " + std::to_string(start) + ", " +
+             std::to_string(length) + ")";
+    v.t = a.narrow(dim, start, length);
+    v.source = [d, from](std::vector<int64_t> index) {
+      index[d] += from;
+      return index;
+    };
+    v.kinds.push_back("narrow");
+    return true;
+  }
+
+  // Select.
+  bool draw_select(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    std::vector<int> dims;
+    for (int d = 0; d < r; ++d) {
+      if (s[d] > 0) dims.push_back(d);
+    }
+    if (dims.empty()) return false;
+    const int d = dims[below_size(dims)];
+    const int64_t n = s[d];
+    const int64_t index = below(static_cast<int>(n)) - (chance(0.3) ? n : 0);
+    v.want = s;
+    v.want.erase(v.want.begin() + d);
+    v.contiguous = v.contiguous && slice_in_order(s, d, 1, 1);
+    const int dim = chance(0.3) ? d - r : d;
+    v.text = "a.select(" + std::to_string(dim) + ", " + std::to_string(index) + ")";
+    v.t = a.select(dim, index);
+    v.source = [d, row = index < 0 ? index + n : index](std::vector<int64_t> at) {
+      at.insert(at.begin() + d, row);
+      return at;
+    };
+    v.kinds.push_back("select");
+    return true;
+  }
+
+  // Flatten.
+  bool draw_flatten(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    const int r = a.dim();
+    if (r == 0) {
+      v.want = {1};
+      v.text = "a.flatten()";
+      v.t = a.flatten();
+    } else {
+      const int first = below(r), last = first + below(r - first);
+      v.want.assign(s.begin(), s.begin() + first);
+      v.want.push_back(count(std::vector<int64_t>(s.begin() + first, s.begin() + last + 1)));
+      v.want.insert(v.want.end(), s.begin() + last + 1, s.end());
+      const int start = first - (chance(0.3) ? r : 0), end = last - (chance(0.5) ? r : 0);
+      v.text = "a.flatten(" + std::to_string(start) + ", " + std::to_string(end) + ")";
+      v.t = a.flatten(start, end);
+    }
+    v.kinds.push_back("flatten");
+    return true;  // merging dims of a tensor out of order may copy: unknown
+  }
+
+  // Contiguous: a copy of a view, the tensor itself otherwise.
+  bool draw_contiguous(size_t i, DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    v.want = s;
+    v.contiguous = true;
+    v.is_view = false;
+    v.text = "a.contiguous()";
+    v.t = a.contiguous();
+    v.kinds.push_back("contiguous");
+    return true;
+  }
+
+  // The reference reads the view's layout (offset, strides) as the engine does: checks that
+  // layout against the op's meaning, from the source's reference values (false: a failure,
+  // reported).
+  bool layout_matches(size_t i, const DrawnView& v) {
+    const Slot& src = pool_[i];
+    const Tensor& a = src.t;
+    const std::vector<int64_t> s = a.shape().to_vector();
+    if (v.t.shape() != Shape(v.want)) return true;  // add_view reports the wrong shape
+    const std::vector<double> from = lt::reference::evaluate(a);
+    std::vector<double> expected = from;
+    if (v.source) {
+      expected.clear();
+      std::vector<int64_t> index(v.want.size());
+      for (int64_t e = 0; e < count(v.want); ++e) {
+        for (int64_t d = static_cast<int64_t>(v.want.size()) - 1, rest = e; d >= 0; --d) {
+          index[d] = rest % v.want[d];
+          rest /= v.want[d];
         }
-        want = sizes;
-        if (a.numel() > 0 && !sizes.empty() && chance(0.2)) sizes[below_size(sizes)] = -1;
-        text = "a.view(" + list(sizes) + ")";
-        try {
-          t = a.view(sizes);
-        } catch (const lt::Error& e) {
-          log("(" + describe(text.c_str(), {i}, {}) + " threw: " + e.what() + ")");
-          fail(text + " of " + src.name + " " + a.shape().str() + " was refused: " + e.what());
-          return true;
-        }
-        kinds.push_back(src.contiguous ? "view" : "view of a non-contiguous tensor");
-        break;  // splits and added 1s keep the layout's order, or its disorder
-      }
-      case 3: {  // transpose
-        const int bound = std::max(r, 1);
-        const int d0 = below(2 * bound) - bound, d1 = below(2 * bound) - bound;
-        std::vector<int> order(r);
-        std::iota(order.begin(), order.end(), 0);
-        if (r > 0) std::swap(order[(d0 + r) % r], order[(d1 + r) % r]);
-        want = permuted(s, order);
-        permuting(order);
-        contiguous = contiguous && keeps_order(s, order);
-        text = "a.transpose(" + std::to_string(d0) + ", " + std::to_string(d1) + ")";
-        t = a.transpose(d0, d1);
-        kinds.push_back("transpose");
-        break;
-      }
-      case 4: {  // permute
-        std::vector<int> order(r);
-        std::iota(order.begin(), order.end(), 0);
-        std::shuffle(order.begin(), order.end(), rng_);
-        std::vector<int> dims = order;
-        for (int& d : dims) d -= chance(0.3) ? r : 0;
-        want = permuted(s, order);
-        permuting(order);
-        contiguous = contiguous && keeps_order(s, order);
-        text = "a.permute(" + list(dims) + ")";
-        t = a.permute(dims);
-        kinds.push_back("permute");
-        break;
-      }
-      case 5: {  // t
-        if (r > 2) return false;
-        std::vector<int> order(r);
-        std::iota(order.begin(), order.end(), 0);
-        std::reverse(order.begin(), order.end());
-        want = permuted(s, order);
-        permuting(order);
-        contiguous = contiguous && keeps_order(s, order);
-        text = "a.t()";
-        t = a.t();
-        kinds.push_back("t");
-        break;
-      }
-      case 6: {  // unsqueeze
-        if (r >= 6) return false;
-        const int d = below(2 * (r + 1)) - (r + 1);
-        want = s;
-        want.insert(want.begin() + (d < 0 ? d + r + 1 : d), 1);
-        text = "a.unsqueeze(" + std::to_string(d) + ")";
-        t = a.unsqueeze(d);
-        kinds.push_back("unsqueeze");
-        break;
-      }
-      case 7: {  // squeeze
-        want = s;
-        if (chance(0.5)) {
-          want.erase(std::remove(want.begin(), want.end(), 1), want.end());
-          text = "a.squeeze()";
-          t = a.squeeze();
-          kinds.push_back("squeeze");
-        } else {
-          const int bound = std::max(r, 1);
-          const int d = below(2 * bound) - bound;
-          if (r > 0 && s[(d + r) % r] == 1) want.erase(want.begin() + (d + r) % r);
-          text = "a.squeeze(" + std::to_string(d) + ")";
-          t = a.squeeze(d);
-          kinds.push_back("squeeze(dim)");
-        }
-        break;
-      }
-      case 8: {  // expand: size-1 dims grow (or shrink to 0), new leading dims
-        const int lead = r < 5 && chance(0.4) ? 1 + below(2) : 0;
-        std::vector<int64_t> sizes;
-        for (int d = 0; d < lead; ++d) sizes.push_back(1 + below(3));
-        want = sizes;
-        for (int d = 0; d < r; ++d) {
-          int64_t size = s[d];
-          if (s[d] == 1) size = chance(0.05) ? 0 : 1 + below(3);
-          want.push_back(size);
-          sizes.push_back(size == s[d] && chance(0.5) ? -1 : size);
-        }
-        if (count(want) > 100000) return false;
-        contiguous = contiguous && count(want) == a.numel();
-        text = "a.expand(" + list(sizes) + ")";
-        t = a.expand(sizes);
-        source = [lead, s](std::vector<int64_t> index) {
-          index.erase(index.begin(), index.begin() + lead);
-          for (size_t d = 0; d < s.size(); ++d) index[d] = s[d] == 1 ? 0 : index[d];
-          return index;
-        };
-        kinds.push_back("expand");
-        if (lead > 0) kinds.push_back("expand adding dims");
-        break;
-      }
-      case 9: {  // slice, with steps and Python bounds (negative, out of range)
-        if (r == 0) return false;
-        const int d = below(r);
-        const int64_t n = s[d];
-        const int64_t step = chance(0.4) ? 2 + below(2) : 1;
-        auto draw = [&] {
-          if (chance(0.05)) return int64_t{1} << 40;
-          return chance(0.35) ? -1 - static_cast<int64_t>(below(static_cast<int>(n) + 2))
-                              : static_cast<int64_t>(below(static_cast<int>(n) + 3));
-        };
-        const int64_t start = draw(), end = draw();
-        // Python's slice bounds: negative ones count from the end, then both clamp to [0, n].
-        auto clamp = [n](int64_t b) { return std::clamp<int64_t>(b < 0 ? b + n : b, 0, n); };
-        const int64_t from = clamp(start), to = std::max(from, clamp(end));
-        const int64_t length = (to - from + step - 1) / step;
-        want = s;
-        want[d] = length;
-        contiguous = contiguous && slice_in_order(s, d, length, step);
-        const int dim = chance(0.3) ? d - r : d;
-        text = "a.slice(" + std::to_string(dim) + ", " + std::to_string(start) + ", " +
-               std::to_string(end) + ", " + std::to_string(step) + ")";
-        t = a.slice(dim, start, end, step);
-        source = [d, from, step](std::vector<int64_t> index) {
-          index[d] = from + index[d] * step;
-          return index;
-        };
-        kinds.push_back("slice");
-        if (step > 1) kinds.push_back("slice with step > 1");
-        if (start < 0 || end < 0) kinds.push_back("slice with negative bounds");
-        break;
-      }
-      case 10: {  // narrow
-        if (r == 0) return false;
-        const int d = below(r);
-        const int64_t n = s[d];
-        const int64_t from = below(static_cast<int>(n) + 1);
-        const int64_t length = below(static_cast<int>(n - from) + 1);
-        const int64_t start = from < n && chance(0.3) ? from - n : from;
-        want = s;
-        want[d] = length;
-        contiguous = contiguous && slice_in_order(s, d, length, 1);
-        const int dim = chance(0.3) ? d - r : d;
-        text = "a.narrow(" + std::to_string(dim) + ", " + std::to_string(start) + ", " +
-               std::to_string(length) + ")";
-        t = a.narrow(dim, start, length);
-        source = [d, from](std::vector<int64_t> index) {
-          index[d] += from;
-          return index;
-        };
-        kinds.push_back("narrow");
-        break;
-      }
-      case 11: {  // select
-        std::vector<int> dims;
-        for (int d = 0; d < r; ++d) {
-          if (s[d] > 0) dims.push_back(d);
-        }
-        if (dims.empty()) return false;
-        const int d = dims[below_size(dims)];
-        const int64_t n = s[d];
-        const int64_t index = below(static_cast<int>(n)) - (chance(0.3) ? n : 0);
-        want = s;
-        want.erase(want.begin() + d);
-        contiguous = contiguous && slice_in_order(s, d, 1, 1);
-        const int dim = chance(0.3) ? d - r : d;
-        text = "a.select(" + std::to_string(dim) + ", " + std::to_string(index) + ")";
-        t = a.select(dim, index);
-        source = [d, row = index < 0 ? index + n : index](std::vector<int64_t> at) {
-          at.insert(at.begin() + d, row);
-          return at;
-        };
-        kinds.push_back("select");
-        break;
-      }
-      case 12: {  // flatten
-        if (r == 0) {
-          want = {1};
-          text = "a.flatten()";
-          t = a.flatten();
-        } else {
-          const int first = below(r), last = first + below(r - first);
-          want.assign(s.begin(), s.begin() + first);
-          want.push_back(count(std::vector<int64_t>(s.begin() + first, s.begin() + last + 1)));
-          want.insert(want.end(), s.begin() + last + 1, s.end());
-          const int start = first - (chance(0.3) ? r : 0), end = last - (chance(0.5) ? r : 0);
-          text = "a.flatten(" + std::to_string(start) + ", " + std::to_string(end) + ")";
-          t = a.flatten(start, end);
-        }
-        kinds.push_back("flatten");
-        break;  // merging dims of a tensor out of order may copy: unknown
-      }
-      default: {  // contiguous: a copy of a view, the tensor itself otherwise
-        want = s;
-        contiguous = true;
-        is_view = false;
-        text = "a.contiguous()";
-        t = a.contiguous();
-        kinds.push_back("contiguous");
-        break;
+        const std::vector<int64_t> at = v.source(index);
+        int64_t position = 0;
+        for (size_t d = 0; d < s.size(); ++d) position = position * s[d] + at[d];
+        expected.push_back(from[position]);
       }
     }
-    // The reference reads the view's layout (offset, strides) as the engine does: check that
-    // layout against the op's meaning, from a's reference values.
-    if (t.shape() == Shape(want)) {
-      const std::vector<double> from = lt::reference::evaluate(a);
-      std::vector<double> expected = from;
-      if (source) {
-        expected.clear();
-        std::vector<int64_t> index(want.size());
-        for (int64_t e = 0; e < count(want); ++e) {
-          for (int64_t d = static_cast<int64_t>(want.size()) - 1, rest = e; d >= 0; --d) {
-            index[d] = rest % want[d];
-            rest /= want[d];
-          }
-          const std::vector<int64_t> at = source(index);
-          int64_t position = 0;
-          for (size_t d = 0; d < s.size(); ++d) position = position * s[d] + at[d];
-          expected.push_back(from[position]);
-        }
-      }
-      const std::vector<double> got = lt::reference::evaluate(t);
-      for (size_t e = 0; e < std::max(got.size(), expected.size()); ++e) {
-        if (e >= got.size() || e >= expected.size() || !(got[e] == expected[e])) {
-          log("(" + describe(text.c_str(), {i}, {}) + ")");
-          fail(text + " of " + src.name + " " + a.shape().str() + ": the reference's element " +
-               std::to_string(e) + " is not the op's (" + std::to_string(got.size()) + " and " +
-               std::to_string(expected.size()) + " elements)");
-          return true;
-        }
+    const std::vector<double> got = lt::reference::evaluate(v.t);
+    for (size_t e = 0; e < std::max(got.size(), expected.size()); ++e) {
+      if (e >= got.size() || e >= expected.size() || !(got[e] == expected[e])) {
+        log("(" + describe(v.text.c_str(), {i}, {}) + ")");
+        fail(v.text + " of " + src.name + " " + a.shape().str() + ": the reference's element " +
+             std::to_string(e) + " is not the op's (" + std::to_string(got.size()) + " and " +
+             std::to_string(expected.size()) + " elements)");
+        return false;
       }
     }
-    add_view(i, t, text, want, contiguous || count(want) <= 1, is_view, kinds);
     return true;
   }
 
