@@ -537,56 +537,67 @@ class RandomProgram {
     const std::vector<size_t> disordered = slots_where([](const Slot& x) { return !x.contiguous; });
     const size_t i = !disordered.empty() && chance(0.4) ? disordered[below_size(disordered)]
                                                         : below(static_cast<int>(pool_.size()));
+    const Slot& src = pool_[i];
+    const ViewSource on{i, src, src.t, src.t.shape().to_vector(), src.t.dim()};
     DrawnView v;
-    v.contiguous = pool_[i].contiguous;
+    v.contiguous = src.contiguous;
     bool drawn = false;
     switch (below(14)) {
       case 0:
       case 1:
-        drawn = draw_reshape(i, v);
+        drawn = draw_reshape(on, v);
         break;
       case 2:
-        drawn = draw_view(i, v);
+        drawn = draw_view(on, v);
         break;
       case 3:
-        drawn = draw_transpose(i, v);
+        drawn = draw_transpose(on, v);
         break;
       case 4:
-        drawn = draw_permute(i, v);
+        drawn = draw_permute(on, v);
         break;
       case 5:
-        drawn = draw_t(i, v);
+        drawn = draw_t(on, v);
         break;
       case 6:
-        drawn = draw_unsqueeze(i, v);
+        drawn = draw_unsqueeze(on, v);
         break;
       case 7:
-        drawn = draw_squeeze(i, v);
+        drawn = draw_squeeze(on, v);
         break;
       case 8:
-        drawn = draw_expand(i, v);
+        drawn = draw_expand(on, v);
         break;
       case 9:
-        drawn = draw_slice(i, v);
+        drawn = draw_slice(on, v);
         break;
       case 10:
-        drawn = draw_narrow(i, v);
+        drawn = draw_narrow(on, v);
         break;
       case 11:
-        drawn = draw_select(i, v);
+        drawn = draw_select(on, v);
         break;
       case 12:
-        drawn = draw_flatten(i, v);
+        drawn = draw_flatten(on, v);
         break;
       default:
-        drawn = draw_contiguous(i, v);
+        drawn = draw_contiguous(on, v);
         break;
     }
     if (!drawn) return false;
-    if (v.refused || !layout_matches(i, v)) return true;
+    if (v.refused || !layout_matches(on, v)) return true;
     add_view(i, v.t, v.text, v.want, v.contiguous || count(v.want) <= 1, v.is_view, v.kinds);
     return true;
   }
+
+  // The tensor of the pool a view is drawn on: its index, slot, tensor, sizes and rank.
+  struct ViewSource {
+    size_t i;
+    const Slot& src;
+    const Tensor& a;
+    std::vector<int64_t> s;
+    int r;
+  };
 
   // A view drawn on pool_[i]: the view, the shape it must have, whether it is known to be
   // contiguous, how it was written and the kinds it counts as, and `source`: the position in
@@ -611,10 +622,8 @@ class RandomProgram {
   };
 
   // Reshape, contiguous or not (a copy then).
-  bool draw_reshape(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
+  bool draw_reshape(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     std::vector<int64_t> sizes = factor(a.numel());
     v.want = sizes;
     if (a.numel() > 0 && !sizes.empty() && chance(0.3)) sizes[below_size(sizes)] = -1;
@@ -625,11 +634,8 @@ class RandomProgram {
   }
 
   // View: any shape of a contiguous tensor, else a dim split or a 1 added/removed.
-  bool draw_view(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_view(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     std::vector<int64_t> sizes = src.contiguous ? factor(a.numel()) : s;
     if (!src.contiguous) {
       std::vector<int> ones, splittable;
@@ -666,11 +672,8 @@ class RandomProgram {
   }
 
   // Transpose.
-  bool draw_transpose(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_transpose(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     const int bound = std::max(r, 1);
     const int d0 = below(2 * bound) - bound, d1 = below(2 * bound) - bound;
     std::vector<int> order(r);
@@ -686,11 +689,8 @@ class RandomProgram {
   }
 
   // Permute.
-  bool draw_permute(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_permute(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     std::vector<int> order(r);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng_);
@@ -706,11 +706,8 @@ class RandomProgram {
   }
 
   // T.
-  bool draw_t(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_t(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     if (r > 2) return false;
     std::vector<int> order(r);
     std::iota(order.begin(), order.end(), 0);
@@ -725,11 +722,8 @@ class RandomProgram {
   }
 
   // Unsqueeze.
-  bool draw_unsqueeze(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_unsqueeze(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     if (r >= 6) return false;
     const int d = below(2 * (r + 1)) - (r + 1);
     v.want = s;
@@ -741,11 +735,8 @@ class RandomProgram {
   }
 
   // Squeeze.
-  bool draw_squeeze(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_squeeze(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     v.want = s;
     if (chance(0.5)) {
       v.want.erase(std::remove(v.want.begin(), v.want.end(), 1), v.want.end());
@@ -764,11 +755,8 @@ class RandomProgram {
   }
 
   // Expand: size-1 dims grow (or shrink to 0), new leading dims.
-  bool draw_expand(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_expand(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     const int lead = r < 5 && chance(0.4) ? 1 + below(2) : 0;
     std::vector<int64_t> sizes;
     for (int d = 0; d < lead; ++d) sizes.push_back(1 + below(3));
@@ -794,11 +782,8 @@ class RandomProgram {
   }
 
   // Slice, with steps and Python bounds (negative, out of range).
-  bool draw_slice(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_slice(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     if (r == 0) return false;
     const int d = below(r);
     const int64_t n = s[d];
@@ -831,11 +816,8 @@ class RandomProgram {
   }
 
   // Narrow.
-  bool draw_narrow(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_narrow(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     if (r == 0) return false;
     const int d = below(r);
     const int64_t n = s[d];
@@ -858,11 +840,8 @@ class RandomProgram {
   }
 
   // Select.
-  bool draw_select(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_select(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     std::vector<int> dims;
     for (int d = 0; d < r; ++d) {
       if (s[d] > 0) dims.push_back(d);
@@ -886,11 +865,8 @@ class RandomProgram {
   }
 
   // Flatten.
-  bool draw_flatten(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
-    const int r = a.dim();
+  bool draw_flatten(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     if (r == 0) {
       v.want = {1};
       v.text = "a.flatten()";
@@ -909,10 +885,8 @@ class RandomProgram {
   }
 
   // Contiguous: a copy of a view, the tensor itself otherwise.
-  bool draw_contiguous(size_t i, DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
+  bool draw_contiguous(const ViewSource& on, DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     v.want = s;
     v.contiguous = true;
     v.is_view = false;
@@ -925,10 +899,8 @@ class RandomProgram {
   // The reference reads the view's layout (offset, strides) as the engine does: checks that
   // layout against the op's meaning, from the source's reference values (false: a failure,
   // reported).
-  bool layout_matches(size_t i, const DrawnView& v) {
-    const Slot& src = pool_[i];
-    const Tensor& a = src.t;
-    const std::vector<int64_t> s = a.shape().to_vector();
+  bool layout_matches(const ViewSource& on, const DrawnView& v) {
+    const auto& [i, src, a, s, r] = on;
     if (v.t.shape() != Shape(v.want)) return true;  // add_view reports the wrong shape
     const std::vector<double> from = lt::reference::evaluate(a);
     std::vector<double> expected = from;
