@@ -270,31 +270,35 @@ double Tensor::item() const {
 
 // The ops of elementwise_ops.def. Each recording is one node of the row's OpKind, its gradient
 // that op's row of derivatives.def; in-place forms build the same node and rebind the tensor.
+#define LT_TENSOR_OPERAND_METHODS(name, Kind)                                              \
+  Tensor Tensor::name(const Tensor& other) const {                                         \
+    const runtime::TraceScope scope(#name);                                                \
+    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                          \
+                    binary(*this, other, OpKind::Kind, #name), {this, &other});            \
+  }                                                                                        \
+  Tensor& Tensor::name##_(const Tensor& other) {                                           \
+    const runtime::TraceScope scope(#name "_");                                            \
+    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_"); \
+  }
+#define LT_BINARY_FUNCTION(name)                  \
+  Tensor name(const Tensor& a, const Tensor& b) { \
+    const runtime::TraceScope scope(#name);       \
+    return a.name(b);                             \
+  }
 #define LT_BINARY_METHODS(name, Kind)                                                           \
-  Tensor Tensor::name(const Tensor& other) const {                                              \
-    const runtime::TraceScope scope(#name);                                                     \
-    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                               \
-                    binary(*this, other, OpKind::Kind, #name), {this, &other});                 \
-  }                                                                                             \
+  LT_TENSOR_OPERAND_METHODS(name, Kind)                                                         \
   Tensor Tensor::name(double other) const {                                                     \
     const runtime::TraceScope scope(#name);                                                     \
     return table_op(#name, OpKind::Kind, Operands::tensor_number,                               \
                     with_scalar(*this, other, OpKind::Kind, #name), {this}, {other});           \
   }                                                                                             \
-  Tensor& Tensor::name##_(const Tensor& other) {                                                \
-    const runtime::TraceScope scope(#name "_");                                                 \
-    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_");      \
-  }                                                                                             \
   Tensor& Tensor::name##_(double other) {                                                       \
     const runtime::TraceScope scope(#name "_");                                                 \
     return trace::assign(*this, with_scalar(*this, other, OpKind::Kind, #name "_"), #name "_"); \
   }
-#define LT_BINARY_OP(name, Kind)                  \
-  LT_BINARY_METHODS(name, Kind)                   \
-  Tensor name(const Tensor& a, const Tensor& b) { \
-    const runtime::TraceScope scope(#name);       \
-    return a.name(b);                             \
-  }
+#define LT_BINARY_OP(name, Kind) \
+  LT_BINARY_METHODS(name, Kind)  \
+  LT_BINARY_FUNCTION(name)
 // a (Kind) alpha * b, alpha through the scalar policy, as torch.add(input, other, alpha=...).
 #define LT_BINARY_ALPHA_OP(name, Kind)                                                            \
   LT_BINARY_METHODS(name, Kind)                                                                   \
@@ -311,20 +315,9 @@ double Tensor::item() const {
     const runtime::TraceScope scope(#name);                                                       \
     return alpha == 1.0 ? a.name(b) : a.name(b, alpha);                                           \
   }
-#define LT_ELEMENTWISE_EXTREMUM(name, Kind)                                                \
-  Tensor Tensor::name(const Tensor& other) const {                                         \
-    const runtime::TraceScope scope(#name);                                                \
-    return table_op(#name, OpKind::Kind, Operands::tensor_tensor,                          \
-                    binary(*this, other, OpKind::Kind, #name), {this, &other});            \
-  }                                                                                        \
-  Tensor& Tensor::name##_(const Tensor& other) {                                           \
-    const runtime::TraceScope scope(#name "_");                                            \
-    return trace::assign(*this, binary(*this, other, OpKind::Kind, #name "_"), #name "_"); \
-  }                                                                                        \
-  Tensor name(const Tensor& a, const Tensor& b) {                                          \
-    const runtime::TraceScope scope(#name);                                                \
-    return a.name(b);                                                                      \
-  }
+#define LT_ELEMENTWISE_EXTREMUM(name, Kind) \
+  LT_TENSOR_OPERAND_METHODS(name, Kind)     \
+  LT_BINARY_FUNCTION(name)
 #define LT_UNARY_METHOD(name, Kind)                                                           \
   Tensor Tensor::name() const {                                                               \
     const runtime::TraceScope scope(#name);                                                   \
@@ -360,6 +353,8 @@ double Tensor::item() const {
   }
 #include "lazytensor/elementwise_ops.def"
 #undef LT_BINARY_METHODS
+#undef LT_BINARY_FUNCTION
+#undef LT_TENSOR_OPERAND_METHODS
 #undef LT_UNARY_METHOD
 
 Tensor Tensor::pow(double exponent) const {
@@ -489,42 +484,22 @@ Tensor& Tensor::fill_(double value) {
       "fill_");
 }
 
-Tensor Tensor::sum() const {
-  const runtime::TraceScope scope("sum");
-  return reduce(*this, OpKind::Sum, "sum", all_dims(checked(*this, "sum")), false);
-}
-Tensor Tensor::sum(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope("sum");
-  return reduce(*this, OpKind::Sum, "sum", reduce_mask("sum", checked(*this, "sum").shape(), dims),
-                keepdim);
-}
-Tensor Tensor::mean() const {
-  const runtime::TraceScope scope("mean");
-  return reduce(*this, OpKind::Mean, "mean", all_dims(checked(*this, "mean")), false);
-}
-Tensor Tensor::mean(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope("mean");
-  return reduce(*this, OpKind::Mean, "mean",
-                reduce_mask("mean", checked(*this, "mean").shape(), dims), keepdim);
-}
-Tensor Tensor::max() const {
-  const runtime::TraceScope scope("max");
-  return reduce(*this, OpKind::Max, "max", all_dims(checked(*this, "max")), false);
-}
-Tensor Tensor::max(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope("max");
-  return reduce(*this, OpKind::Max, "max", reduce_mask("max", checked(*this, "max").shape(), dims),
-                keepdim);
-}
-Tensor Tensor::norm() const {
-  const runtime::TraceScope scope("norm");
-  return reduce(*this, OpKind::Norm, "norm", all_dims(checked(*this, "norm")), false);
-}
-Tensor Tensor::norm(const std::vector<int>& dims, bool keepdim) const {
-  const runtime::TraceScope scope("norm");
-  return reduce(*this, OpKind::Norm, "norm",
-                reduce_mask("norm", checked(*this, "norm").shape(), dims), keepdim);
-}
+// The reductions over every dim or the given ones, each named once.
+#define LT_REDUCTION(name, Kind)                                                       \
+  Tensor Tensor::name() const {                                                        \
+    const runtime::TraceScope scope(#name);                                            \
+    return reduce(*this, OpKind::Kind, #name, all_dims(checked(*this, #name)), false); \
+  }                                                                                    \
+  Tensor Tensor::name(const std::vector<int>& dims, bool keepdim) const {              \
+    const runtime::TraceScope scope(#name);                                            \
+    return reduce(*this, OpKind::Kind, #name,                                          \
+                  reduce_mask(#name, checked(*this, #name).shape(), dims), keepdim);   \
+  }
+LT_REDUCTION(sum, Sum)
+LT_REDUCTION(mean, Mean)
+LT_REDUCTION(max, Max)
+LT_REDUCTION(norm, Norm)
+#undef LT_REDUCTION
 
 // The operators are their ops, with one scope each, as the named forms.
 #define LT_OPERATOR(symbol, name)                            \
