@@ -1,7 +1,7 @@
 #pragma once
 // Backends register a factory per device type; the runtime asks for the backend of a device
 // and gets the same instance every time (created on first use, never destroyed: tensors in
-// static storage may release buffers at exit). Only the runtime includes this.
+// static storage may release buffers at exit). The runtime asks it; backends only register.
 //
 // The backends built into the library register themselves: each folder src/backend/<name>/
 // defines lt::backend::<name>::register_backend(), and CMake's lazytensor_add_backend(<name>)
