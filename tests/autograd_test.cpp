@@ -225,6 +225,22 @@ TEST_F(GradCheck, ViewsAndNonContiguousInputs) {
   check("flatten", [](auto& t) { return t[0].flatten(1).t(); }, {x});
   check("contiguous", [](auto& t) { return t[0].transpose(1, 2).contiguous(); }, {x});
   check("view_of_view", [](auto& t) { return t[0].transpose(0, 1).slice(0, 1, 3).sum({1}); }, {x});
+  // A window whose elements repeat (stride 0 and overlapping rows): their gradients add up.
+  check("as_strided",
+        [](auto& t) {
+          return lt::as_strided(t[0], {3, 2, 2}, {2, 0, 5}, 1).exp();
+        },
+        {x});
+  check("as_strided_of_transpose",
+        [](auto& t) {
+          return lt::as_strided(t[0].transpose(0, 2), {2, 3}, {1, 4}, 2);
+        },
+        {x});
+  check("as_strided_scatter",
+        [](auto& t) {
+          return lt::as_strided_scatter(t[0], t[1].tanh(), {3, 2}, {4, 2}, 1) * t[0];
+        },
+        {x, Input{Shape{1, 2}}});
 }
 
 TEST_F(GradCheck, GathersAndConcatenation) {

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <ostream>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -892,3 +894,60 @@ TEST_F(OpsTest, Factories) {
 }
 
 }  // namespace
+
+// as_strided and as_strided_scatter against the same windows walked on the host, on fresh
+// random values, over a base that is itself a view (its elements taken in row-major order).
+TEST_F(OpsTest, StridedWindowsReadAndWriteTheElementsTheyName) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> draw(-1, 1);
+  std::vector<float> values(24);
+  for (float& v : values) v = draw(rng);
+  const Tensor base = lt::from_vector(values, {4, 6}).t();  // [6, 4], not in row-major order
+  std::vector<double> flat(24);
+  for (int i = 0; i < 6; ++i) {
+    for (int j = 0; j < 4; ++j) flat[i * 4 + j] = values[j * 6 + i];
+  }
+  const std::vector<int64_t> sizes{2, 3}, strides{7, 2};
+  const int64_t offset = 3;
+  std::vector<double> window;
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) window.push_back(flat[offset + i * 7 + j * 2]);
+  }
+  expect_close(lt::as_strided(base, sizes, strides, offset).to_vector<double>(), window, {0, 0});
+
+  std::vector<float> src_values(6);
+  for (float& v : src_values) v = draw(rng);
+  std::vector<double> scattered = flat;
+  for (int64_t i = 0, k = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) scattered[offset + i * 7 + j * 2] = src_values[k++];
+  }
+  const Tensor out =
+      lt::as_strided_scatter(base, lt::from_vector(src_values, {2, 3}), sizes, strides, offset);
+  EXPECT_EQ(out.shape(), Shape({6, 4}));
+  expect_close(out.to_vector<double>(), scattered, {0, 0});
+
+  // Integers keep their values exactly; the source broadcasts to the window.
+  const Tensor ids = lt::arange(12.0, DType::i64).reshape({3, 4});
+  const Tensor written =
+      lt::as_strided_scatter(ids, lt::from_vector({int64_t{1} << 40}, {1}), {2}, {5}, 1);
+  EXPECT_EQ(written.dtype(), DType::i64);
+  std::vector<int64_t> want(12);
+  std::iota(want.begin(), want.end(), 0);
+  want[1] = want[6] = int64_t{1} << 40;
+  EXPECT_EQ(written.to_vector<int64_t>(), want);
+}
+
+TEST_F(OpsTest, StridedWindowsOutsideTheTensorAreRefused) {
+  const Tensor t = lt::zeros({3, 4});
+  lt_test::expect_mentions(lt_test::error_message([&] {
+                             lt::as_strided(t, {2, 2}, {4, 9}, 0);
+                           }),
+                           {"as_strided", "reaches element 13", "[3, 4]"});
+  lt_test::expect_mentions(lt_test::error_message([&] {
+                             lt::as_strided(t, {2}, {1, 1}, 0);
+                           }),
+                           {"as_strided", "1 sizes and 2 strides"});
+  lt_test::expect_mentions(
+      lt_test::error_message([&] { lt::as_strided_scatter(t, lt::ones({3}), {2}, {1}, 0); }),
+      {"as_strided_scatter", "[3]", "[2]"});
+}

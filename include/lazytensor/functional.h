@@ -18,6 +18,16 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
+// A strided window on t's elements taken in row-major order, as torch.as_strided on a
+// contiguous tensor: element (i0, i1, ...) is element offset + sum(i_d * strides[d]) of t
+// flattened. A view: no data moves. Its gradient adds into each element read (repeats add up).
+Tensor as_strided(const Tensor& t, const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& strides, int64_t offset = 0);
+// t with the window as_strided(t, sizes, strides, offset) replaced by src (broadcast to the
+// window, cast to t's dtype), as torch.as_strided_scatter: how a write through a view reaches
+// its base. The window must not name an element twice.
+Tensor as_strided_scatter(const Tensor& t, const Tensor& src, const std::vector<int64_t>& sizes,
+                          const std::vector<int64_t>& strides, int64_t offset = 0);
 // Elements of `a` where `condition` holds, else of `b` (all three broadcast together).
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 // Rows of `weight` [num_embeddings, dim] at the integer ids: ids.shape + [dim]. The gradient of

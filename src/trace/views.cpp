@@ -6,7 +6,9 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
+#include "lazytensor/functional.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
 #include "trace/tensor_state.h"
@@ -365,6 +367,107 @@ Tensor Tensor::contiguous() const {
   Tensor out = trace::make_tensor(ir::make_node(ir::OpKind::Identity, v->dtype, v->shape, {v}));
   if (!autograd::needs_grad({this})) return out;
   return autograd::record("contiguous", out, {this}, [](const Tensor& g) { return Gradients{g}; });
+}
+
+namespace {
+
+// The positions (i64, flattened) of the window's elements in `numel` elements in row-major
+// order: the ids that scatter into, and gather from, the window.
+Tensor window_positions(int64_t numel, const std::vector<int64_t>& sizes,
+                        const std::vector<int64_t>& strides, int64_t offset) {
+  const NoGradGuard no_grad;
+  return as_strided(arange(static_cast<double>(numel), DType::i64), sizes, strides, offset)
+      .reshape({-1});
+}
+
+void check_window(const char* op, const Shape& of, const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& strides, int64_t offset) {
+  if (sizes.size() != strides.size() || sizes.size() > static_cast<size_t>(Shape::kMaxRank)) {
+    throw Error(std::string(op) + ": " + std::to_string(sizes.size()) + " sizes and " +
+                std::to_string(strides.size()) + " strides (they must match, at most " +
+                std::to_string(Shape::kMaxRank) + ")");
+  }
+  if (offset < 0) throw Error(std::string(op) + ": negative offset " + std::to_string(offset));
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0) {
+      throw Error(std::string(op) + ": negative size or stride in dim " + std::to_string(d));
+    }
+    empty = empty || sizes[d] == 0;
+    if (sizes[d] > 0) last += (sizes[d] - 1) * strides[d];
+  }
+  if (!empty && last >= of.numel()) {
+    throw Error(std::string(op) + ": the window reaches element " + std::to_string(last) +
+                " of a tensor of shape " + of.str() + " (" + std::to_string(of.numel()) +
+                " elements)");
+  }
+}
+
+}  // namespace
+
+Tensor as_strided(const Tensor& self, const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& strides, int64_t offset) {
+  const runtime::TraceScope scope("as_strided");
+  ir::NodePtr v = trace::value_of(self, "as_strided");
+  check_window("as_strided", v->shape, sizes, strides, offset);
+  // The window counts in self's elements in row-major order: on a view whose elements are not
+  // in that order in its base, the view is copied out first.
+  Layout from = layout_of(v);
+  if (from.strides != contiguous_strides(from.shape)) {
+    v = trace::value_of(self.contiguous(), "as_strided");
+    from = layout_of(v);
+  }
+  const Layout to{from.base, Shape(std::vector<int64_t>(sizes)), strides, from.offset + offset};
+  trace::check_fits("as_strided", to.shape, v->dtype, *v->device);
+  Tensor out = view_tensor(make_view(to));
+  if (!autograd::needs_grad({&self})) return out;
+  return autograd::record(
+      "as_strided", out, {&self}, [shape = v->shape, sizes, strides, offset](const Tensor& g) {
+        const DeviceGuard on(g.device());
+        Tensor ids = window_positions(shape.numel(), sizes, strides, offset);
+        return Gradients{trace::index_add_zeros(g.reshape({-1}), 0, ids, shape.numel())
+                             .reshape(shape.to_vector())};
+      });
+}
+
+Tensor as_strided_scatter(const Tensor& self, const Tensor& src, const std::vector<int64_t>& sizes,
+                          const std::vector<int64_t>& strides, int64_t offset) {
+  const runtime::TraceScope scope("as_strided_scatter");
+  ir::NodePtr v = trace::value_of(self, "as_strided_scatter");
+  ir::NodePtr s = trace::value_of(src, "as_strided_scatter");
+  check_window("as_strided_scatter", v->shape, sizes, strides, offset);
+  const Shape window = Shape(sizes);
+  if (trace::broadcast_shapes("as_strided_scatter", s->shape, window) != window) {
+    throw Error("as_strided_scatter: a source of shape " + s->shape.str() +
+                " does not broadcast to the window's shape " + window.str());
+  }
+  const int64_t numel = v->shape.numel();
+  const DeviceGuard on(self.device());
+  Tensor ids = window_positions(numel, sizes, strides, offset);
+  // Scattered into zeros by adding, which is exact (0 + x is x); integer and bool values travel
+  // as f64, exact to 2^53. The mask says which elements the window covers.
+  const DType carrier = dtype_is_floating(v->dtype) ? v->dtype : DType::f64;
+  Tensor out, covered;
+  {
+    const NoGradGuard no_grad;
+    Tensor values = src.to(carrier).expand(sizes).reshape({-1});
+    Tensor placed = trace::index_add_zeros(values, 0, ids, numel);
+    covered = trace::index_add_zeros(ones({window.numel()}), 0, ids, numel).ne(0.0);
+    out = where(covered, placed, self.to(carrier).reshape({-1}))
+              .to(v->dtype)
+              .reshape(v->shape.to_vector());
+  }
+  if (!autograd::needs_grad({&self, &src})) return out;
+  return autograd::record(
+      "as_strided_scatter", out, {&self, &src},
+      [covered, shape = v->shape, src_shape = s->shape, sizes, strides, offset](const Tensor& g) {
+        Tensor g_self =
+            where(covered, zeros({}, g.dtype()), g.reshape({-1})).reshape(shape.to_vector());
+        Tensor g_src =
+            autograd::sum_to(as_strided(g.contiguous(), sizes, strides, offset), src_shape);
+        return Gradients{g_self, g_src};
+      });
 }
 
 }  // namespace lt
