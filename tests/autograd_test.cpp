@@ -251,6 +251,9 @@ TEST_F(GradCheck, GathersAndConcatenation) {
         {Input{Shape{2, 3}}, Input{Shape{3, 1}}});
   check("index_select", [](auto& t) { return t[0].index_select(1, t[1].to(DType::i64)); },
         {Input{Shape{2, 5}}, Input{Shape{6}, 0, 5, false, DType::i64}});
+  check("index_add",
+        [](auto& t) { return t[0].index_add(0, t[2].to(DType::i64), t[1], -0.7) * t[0]; },
+        {Input{Shape{4, 3}}, Input{Shape{6, 3}}, Input{Shape{6}, 0, 4, false, DType::i64}});
   check("embedding", [](auto& t) { return lt::embedding(t[1].to(DType::i64), t[0]); },
         {Input{Shape{5, 3}}, Input{Shape{2, 4}, 0, 5, false, DType::i64}});
 }

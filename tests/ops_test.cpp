@@ -951,3 +951,26 @@ TEST_F(OpsTest, StridedWindowsOutsideTheTensorAreRefused) {
       lt_test::error_message([&] { lt::as_strided_scatter(t, lt::ones({3}), {2}, {1}, 0); }),
       {"as_strided_scatter", "[3]", "[2]"});
 }
+
+// index_add against the same sums on the host, with repeated positions, on fresh random values.
+TEST_F(OpsTest, IndexAddAddsEachSliceAtItsPosition) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> draw(-1, 1);
+  std::vector<float> self(4 * 3), source(5 * 3);
+  for (float& v : self) v = draw(rng);
+  for (float& v : source) v = draw(rng);
+  const std::vector<int64_t> ids{2, 0, 2, 3, 2};
+  std::vector<double> want(self.begin(), self.end());
+  for (size_t r = 0; r < ids.size(); ++r) {
+    for (int c = 0; c < 3; ++c) want[ids[r] * 3 + c] += 0.5 * double{source[r * 3 + c]};
+  }
+  const Tensor got =
+      lt::from_vector(self, {4, 3})
+          .index_add(0, lt::from_vector(ids, {5}), lt::from_vector(source, {5, 3}), 0.5);
+  expect_close(got.to_vector<double>(), want, kF32);
+  lt_test::expect_mentions(
+      lt_test::error_message([&] {
+        lt::zeros({4, 3}).index_add(0, lt::from_vector(ids, {5}), lt::zeros({5, 2}));
+      }),
+      {"index_add", "[5, 2]", "[5, 3]"});
+}

@@ -141,6 +141,9 @@ class Tensor {
 
   // Rows (slices along dim) at the positions in `index` (1-D i64 or i32).
   Tensor index_select(int dim, const Tensor& index) const;
+  // This tensor with source's slices along dim added at the positions in `index` (1-D i64 or
+  // i32; repeated positions add up), each scaled by alpha, as torch.Tensor.index_add.
+  Tensor index_add(int dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
 
   // Autograd, with libtorch's names (lazytensor/autograd.h has NoGradGuard and lt::grad).

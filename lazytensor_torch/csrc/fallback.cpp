@@ -4,6 +4,8 @@
 // and `aten::<op>` for the op, as torch-xla counts its fallbacks: a fallback costs a host read,
 // which cuts the graph. Ops that return views cannot fall back (a CPU copy cannot alias device
 // storage): they raise an error naming the op.
+#include "fallback.h"
+
 #include <ATen/native/CPUFallback.h>
 #include <lazytensor/metrics.h>
 #include <torch/library.h>
@@ -11,7 +13,6 @@
 #include <string>
 
 namespace lazytensor_torch {
-namespace {
 
 void counted_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::OperatorName& name = op.schema().operator_name();
@@ -20,8 +21,6 @@ void counted_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
                                                     : name.name + "." + name.overload_name);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&counted_cpu_fallback>());

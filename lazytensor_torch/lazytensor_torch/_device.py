@@ -75,6 +75,29 @@ def _print_from_the_host():
     tensor_str._tensor_str = _tensor_str
 
 
+def _keep_tied_parameters():
+    # Module.to() replaces each parameter by a new Parameter when the device's tensors cannot
+    # share a TensorImpl type with the CPU's (PyTorch's list of such devices is fixed), which
+    # unties tied weights (BERT's decoder and word embeddings). Moving to this device swaps the
+    # tensors' contents instead (torch.utils.swap_tensors): every Parameter keeps its identity,
+    # so ties, and optimizers made before the move, hold.
+    module_to = torch.nn.Module.to
+
+    def to(self, *args, **kwargs):
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        if device is None or torch.device(device).type != DEVICE_NAME:
+            return module_to(self, *args, **kwargs)
+        swap = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        try:
+            return module_to(self, *args, **kwargs)
+        finally:
+            torch.__future__.set_swap_module_params_on_conversion(swap)
+
+    to.__doc__ = module_to.__doc__
+    torch.nn.Module.to = to
+
+
 def _register():
     if torch._C._get_privateuse1_backend_name() == DEVICE_NAME:
         return  # already registered in this process
@@ -84,3 +107,4 @@ def _register():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _print_from_the_host()
+    _keep_tied_parameters()

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
 #include "runtime/tensor_impl.h"
@@ -179,6 +180,40 @@ Tensor Tensor::index_select(int dim, const Tensor& index) const {
       [ids = autograd::saved(index), d, rows = table->shape[d]](const Tensor& g) {
         return Gradients{trace::index_add_zeros(g, d, ids, rows)};
       });
+}
+
+Tensor Tensor::index_add(int dim, const Tensor& index, const Tensor& source, double alpha) const {
+  const runtime::TraceScope scope("index_add");
+  ir::NodePtr self = trace::value_of(*this, "index_add");
+  ir::NodePtr ids = trace::value_of(index, "index_add");
+  ir::NodePtr src = trace::value_of(source, "index_add");
+  check_index("index_add", ids);
+  trace::check_arithmetic("index_add", self->dtype);
+  if (ids->shape.rank() > 1) {
+    throw Error("index_add: the index must be 1-D, got shape " + ids->shape.str());
+  }
+  if (self->shape.rank() == 0) throw Error("index_add: cannot index a rank-0 tensor");
+  const int d = normalize_dim("index_add", dim, self->shape.rank());
+  Shape expected = self->shape;
+  expected[d] = ids->shape.numel();
+  if (src->shape != expected) {
+    throw Error("index_add: the source's shape " + src->shape.str() + " must be " + expected.str() +
+                " (the tensor's, with dim " + std::to_string(d) + " the index's length)");
+  }
+  trace::common_device("index_add", {self, ids, src});
+  trace::check_host_ids("index_add", "index", ids, self->shape[d]);
+  Tensor out;
+  {
+    const NoGradGuard no_grad;
+    const Tensor scaled = alpha == 1.0 ? source.to(dtype()) : source.to(dtype()) * alpha;
+    out = *this + trace::index_add_zeros(scaled, d, index, self->shape[d]);
+  }
+  if (!autograd::needs_grad({this, &source})) return out;
+  return autograd::record("index_add", out, {this, &source},
+                          [ids = autograd::saved(index), d, alpha](const Tensor& g) {
+                            Tensor rows = g.index_select(d, ids);
+                            return Gradients{g, alpha == 1.0 ? rows : rows * alpha};
+                          });
 }
 
 Tensor embedding(const Tensor& first, const Tensor& second, std::optional<int64_t> padding_idx) {

@@ -1,0 +1,93 @@
+"""The device as PyTorch code sees it: factories, `.to()`, printing, reading values, seeding,
+the scalar rule (CPU numbers are kernel arguments), and the automatic cut after a step."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import lazytensor_torch as ltt
+
+from conftest import DEVICE, Counters
+
+
+def test_factories_and_copies_round_trip_every_dtype():
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                  torch.int64, torch.bool, torch.uint8):
+        x = (torch.randn(3, 5) * 50).to(dtype)
+        d = x.to(DEVICE)
+        assert d.device == torch.device("lazytensor:0") and d.dtype == dtype
+        assert torch.equal(d.cpu(), x)
+    assert torch.equal(torch.ones(2, 3, device=DEVICE).cpu(), torch.ones(2, 3))
+    assert torch.equal(torch.arange(7, device=DEVICE).cpu(), torch.arange(7))
+    assert torch.equal(torch.full((2,), 3.5, device=DEVICE).cpu(), torch.full((2,), 3.5))
+    assert torch.zeros(4, device="lazytensor").tolist() == [0.0] * 4
+
+
+def test_arithmetic_matches_the_cpu_with_pytorchs_type_promotion():
+    a, b = torch.randn(4, 3), torch.randn(3)
+    ints = torch.randint(-5, 5, (4, 3))
+    da, db, dints = a.to(DEVICE), b.to(DEVICE), ints.to(DEVICE)
+    cases = [
+        (lambda x, y, i: x + y * 2, "broadcast"),
+        (lambda x, y, i: (x - 0.5) / (y.abs() + 1), "numbers"),
+        (lambda x, y, i: 1 - x, "rsub"),
+        (lambda x, y, i: i * 3 + 1, "integer"),
+        (lambda x, y, i: i / 2, "true division of integers"),
+        (lambda x, y, i: torch.where(x > 0, x, y), "where"),
+        (lambda x, y, i: x.addcmul(x, x, value=0.3).addcdiv(x, y.abs() + 1, value=-2), "addc"),
+        (lambda x, y, i: x.exp().log().clamp(-1, 1).tanh().sigmoid().rsqrt(), "unary"),
+    ]
+    for f, name in cases:
+        want, got = f(a, b, ints), f(da, db, dints).cpu()
+        assert got.dtype == want.dtype, name
+        torch.testing.assert_close(got, want, msg=name)
+
+
+def test_printing_shows_values_and_device():
+    text = repr(torch.tensor([1.5, -2.0], device=DEVICE))
+    assert "1.5000" in text and "device='lazytensor:0'" in text
+
+
+def test_cpu_numbers_are_kernel_arguments():
+    x = torch.randn(8, device=DEVICE)
+    ltt.mark_step()
+    for value in (0.25, 0.75):  # the first run may compile; later values must not
+        with Counters() as c:
+            y = x * torch.tensor(value) + value  # a CPU rank-0 tensor and a Python number
+            y.mul_(value).sum().item()
+        assert c["TransferToDeviceSync"] == 0 and c["TransferToDeviceAsync"] == 0
+    assert c["UncachedCompile"] == 0
+
+
+def test_manual_seed_makes_dropout_repeat():
+    x = torch.ones(1000, device=DEVICE)
+    torch.manual_seed(3)
+    a = torch.nn.functional.dropout(x, 0.5).cpu()
+    torch.manual_seed(3)
+    b = torch.nn.functional.dropout(x, 0.5).cpu()
+    c = torch.nn.functional.dropout(x, 0.5).cpu()
+    assert torch.equal(a, b) and not torch.equal(b, c)
+    assert 400 < int((a == 0).sum()) < 600 and set(a.unique().tolist()) == {0.0, 2.0}
+
+
+def test_optimizer_step_cuts_the_graph():
+    p = torch.nn.Parameter(torch.randn(4, device=DEVICE))
+    opt = torch.optim.SGD([p], lr=0.1)
+    before = ltt.metrics.counter_value("MarkStep")
+    (p * p).sum().backward()
+    opt.step()
+    assert ltt.metrics.counter_value("MarkStep") == before + 1
+
+
+def test_import_torch_alone_loads_the_device():
+    # The torch.backends entry point (installed packages only: skipped for a build tree).
+    from importlib.metadata import entry_points
+    if not any(e.name == "lazytensor" for e in entry_points(group="torch.backends")):
+        pytest.skip("lazytensor-torch is not installed (its entry point is not registered)")
+    code = "import torch; print(torch.ones(2, device='lazytensor').sum().item())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ""}, check=True)
+    assert out.stdout.strip() == "2.0"
