@@ -7,8 +7,8 @@ DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlo
   libopenmpi-dev openmpi-bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps models python-env build python-install run test test-parts test-cpp test-python \
-  test-install test-sanitize test-asan test-tsan soak fuzz bench peers format clean
+.PHONY: deps models python-env torch-env build python-install run test test-parts test-cpp test-python \
+  test-install test-torch test-sanitize test-asan test-tsan soak fuzz bench peers format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -61,7 +61,7 @@ run: build models
 # The whole suite, in parts run in this order (CI times each: .ci/run): the release build's C++
 # tests, the Python tests against the build tree, `pip install .` as users run it, then the
 # suite under AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer.
-TEST_PARTS := test-cpp test-python test-install test-asan test-tsan
+TEST_PARTS := test-cpp test-python test-install test-torch test-asan test-tsan
 test: $(TEST_PARTS)
 test-parts:
 	@echo deps models build $(TEST_PARTS)
@@ -80,6 +80,24 @@ test-install: deps
 	$(INSTALL_ENV)/bin/pip install -q .
 	cd /tmp && $(CURDIR)/$(INSTALL_ENV)/bin/python -c \
 	  'import lazytensor as lt; print("lazytensor", lt.__file__, (lt.ones(2) * 2).tolist())'
+
+# The PyTorch device (lazytensor_torch/): PyTorch 2.15 from PyPI (with its CUDA libraries, about
+# 6 GB: PyPI has no CPU-only wheel), transformers, scikit-build-core and pytest, in a virtual
+# environment of the checkout, reused between runs.
+TORCH_ENV := .venv-torch
+TORCH_PY := $(CURDIR)/$(TORCH_ENV)/bin/python
+TORCH_REQUIREMENTS := 'torch==2.15.*' 'transformers==5.*' 'scikit-build-core>=0.10,<2' pytest numpy
+torch-env: deps
+	@if [ ! -x $(TORCH_PY) ] || ! $(TORCH_PY) -c 'import torch, transformers, pytest, scikit_build_core' 2>/dev/null; then \
+	  python3 -m venv $(TORCH_ENV) && $(TORCH_PY) -m pip install -q $(TORCH_REQUIREMENTS); \
+	fi
+
+# `pip install ./lazytensor_torch` as its users run it (built against the environment's torch,
+# hence without build isolation; the build tree lazytensor_torch/build/ is kept, so a second
+# install rebuilds only what changed), then its tests from outside the source tree.
+test-torch: torch-env
+	$(TORCH_PY) -m pip install -q --no-build-isolation ./lazytensor_torch
+	cd tests/torch && $(TORCH_PY) -m pytest -q .
 
 # The suite under the sanitizers, without MPI: Open MPI's own threads and allocations are not
 # instrumented, and the sanitizers report them (the distributed tests run in the release

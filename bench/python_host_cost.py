@@ -1,8 +1,9 @@
 """Host cost of tracing from Python: the HuggingFace AdamW loop (transformers 4.6's
 AdamW.step, 8 tensor ops per parameter) over BERT's parameters, written once and run by
-lazytensor, PyTorch eager and torch-xla, each in the Python that has it.
+lazytensor, the lazytensor PyTorch device (torch-lt: lazytensor_torch), PyTorch eager and
+torch-xla, each in the Python that has it.
 
-    python bench/python_host_cost.py --framework lazytensor|torch|xla [--model bert-base]
+    python bench/python_host_cost.py --framework lazytensor|torch-lt|torch|xla [--model bert-base]
 
 Prints one JSON line: the median time per step spent in the Python loop (tracing for
 lazytensor and torch-xla; dispatch *and* computation for eager PyTorch, which runs each op as
@@ -84,7 +85,7 @@ def compare_with_cpp(params, grads, exp_avgs, exp_avg_sqs, steps, rounds):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--framework", required=True, choices=["lazytensor", "torch", "xla"])
+    ap.add_argument("--framework", required=True, choices=["lazytensor", "torch-lt", "torch", "xla"])
     ap.add_argument("--model", default="bert-base", choices=sorted(MODELS))
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--against-cpp", type=int, default=0, metavar="ROUNDS",
@@ -113,6 +114,11 @@ def main():
             version = f"torch_xla {torch_xla.__version__}"
             device = xm.xla_device()
             cut, wait = xm.mark_step, lambda: xm.wait_device_ops()
+        elif args.framework == "torch-lt":
+            import lazytensor_torch as ltt
+            version = f"lazytensor_torch (torch {torch.__version__})"
+            device = "lazytensor"
+            cut, wait = ltt.mark_step, ltt.wait_device_ops
         else:
             cut, wait = (lambda: None), (lambda: None)
         zeros = lambda s: torch.zeros(s, device=device)  # noqa: E731

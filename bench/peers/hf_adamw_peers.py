@@ -27,6 +27,9 @@ PEERS_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(PEERS_DIR))
 SYS_PY = "/usr/bin/python3"
 PEERS_PY = os.path.join(ROOT, ".venv-peers", "bin", "python")
+# The PyTorch device's environment (`make torch-env test-torch`): PyTorch 2.15 from PyPI with
+# lazytensor-torch installed.
+TORCH_PY = os.path.join(ROOT, ".venv-torch", "bin", "python")
 XLA_PY = os.path.join(ROOT, ".venv-xla", "bin", "python")
 IPEX_PY = os.path.join(ROOT, ".venv-ipex", "bin", "python")
 POLICIES = ("argument", "cached", "uncached", "constant")
@@ -49,6 +52,11 @@ PEERS = [
     Peer("PyTorch (Debian)", "Lazy Tensor Core (TS backend), HF loop", SYS_PY,
          "peer_torch_lazy.py", "hf"),
     Peer("PyTorch (PyPI)", "eager, HF loop", PEERS_PY, "peer_torch.py", "hf"),
+    Peer("lazytensor device", "PyTorch 2.15, HF loop, scalars=argument", TORCH_PY,
+         "peer_torch_device.py", "argument"),
+    Peer("lazytensor device", "PyTorch 2.15, HF loop, scalars=uncached", TORCH_PY,
+         "peer_torch_device.py", "uncached"),
+    Peer("PyTorch 2.15 (.venv-torch)", "eager, HF loop", TORCH_PY, "peer_torch.py", "hf"),
     Peer("PyTorch (PyPI)", "torch.optim.AdamW foreach=True", PEERS_PY, "peer_torch.py",
          "foreach", hf=False),
     Peer("PyTorch (PyPI)", "torch.optim.AdamW fused=True", PEERS_PY, "peer_torch.py",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Host cost of tracing from Python (bench/python_host_cost.py), one framework after another on
 # this machine: lazytensor (.venv-python, the build's package), PyTorch 1.13 eager
-# (/usr/bin/python3), current PyTorch eager (.venv-peers), torch-xla (.venv-xla); with BERT's
+# (/usr/bin/python3), current PyTorch eager (.venv-peers), torch-xla (.venv-xla), the lazytensor PyTorch
+# device (.venv-torch, `make test-torch`); with BERT's
 # tensors, then with one-element tensors (eager PyTorch's dispatch alone).
 #   MODEL (bert-base), STEPS (12), BUILD (build/release); a missing peer is skipped with a note.
 set -uo pipefail
@@ -24,4 +25,5 @@ for flags in "" --one-element; do
     run torch-1.13 /usr/bin/python3 torch $flags
     run torch-current "$ROOT/.venv-peers/bin/python" torch $flags
     run torch-xla "$ROOT/.venv-xla/bin/python" xla $flags
+    run torch-lt "$ROOT/.venv-torch/bin/python" torch-lt $flags
 done

@@ -56,6 +56,16 @@ std::vector<int64_t> compiles_per_step() {
   return lt::compiles_per_step();
 }
 
+// The engine's timeline (Chrome trace-event JSON): started, then stopped and written.
+void start_profiler() {
+  lt::profiler::start();
+}
+
+void write_profile(std::string path) {
+  lt::profiler::stop();
+  lt::profiler::write_chrome_trace(path);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(lazytensor_torch, m) {
@@ -72,6 +82,8 @@ TORCH_LIBRARY(lazytensor_torch, m) {
   m.def("set_generator_state", set_generator_state);
   m.def("live_ir_nodes", live_ir_nodes);
   m.def("compiles_per_step", compiles_per_step);
+  m.def("start_profiler", start_profiler);
+  m.def("write_profile", write_profile);
 }
 
 }  // namespace lazytensor_torch

@@ -25,6 +25,8 @@ __all__ = [
     "set_scalar_policy",
     "scalar_policy",
     "manual_seed",
+    "start_profiler",
+    "write_profile",
     "device",
     "metrics",
 ]
@@ -58,6 +60,17 @@ def scalar_policy():
 def manual_seed(seed):
     """Seeds the device's generator (dropout, ``rand``); ``torch.manual_seed`` calls it too."""
     _torch.ops.lazytensor_torch.manual_seed(int(seed) % 2**53)
+
+
+def start_profiler():
+    """Starts recording the engine's timeline: traces, compiles, transfers, each launch."""
+    _torch.ops.lazytensor_torch.start_profiler()
+
+
+def write_profile(path):
+    """Stops recording and writes the timeline as Chrome trace-event JSON (Perfetto,
+    chrome://tracing; bench/profile_step.py sums its launches by kind)."""
+    _torch.ops.lazytensor_torch.write_profile(str(path))
 
 
 def device(index=0):

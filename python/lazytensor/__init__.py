@@ -30,6 +30,8 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     GeneratorState,
     IndexError,  # noqa: A004 (a lazytensor.Error that is also the builtin IndexError)
     Tensor,
+    as_strided,
+    as_strided_scatter,
     bmm,
     cat,
     clear_compile_caches,

@@ -621,6 +621,8 @@ void bind_tensor_views(TensorClass& cls) {
       .def("select", &Tensor::select, "dim"_a, "index"_a)
       .def("contiguous", &Tensor::contiguous)
       .def("index_select", &Tensor::index_select, "dim"_a, "index"_a)
+      .def("index_add", &Tensor::index_add, "dim"_a, "index"_a, "source"_a, nb::kw_only(),
+           "alpha"_a = 1.0)
       .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a);
 }
 
@@ -737,6 +739,9 @@ void bind_functional(nb::module_& m) {
       },
       "input"_a, "weight"_a, "bias"_a = nb::none());
   m.def("cat", &lt::cat, "tensors"_a, "dim"_a = 0);
+  m.def("as_strided", &lt::as_strided, "input"_a, "size"_a, "stride"_a, "storage_offset"_a = 0);
+  m.def("as_strided_scatter", &lt::as_strided_scatter, "input"_a, "src"_a, "size"_a, "stride"_a,
+        "storage_offset"_a = 0);
   m.def("where", &lt::where, "condition"_a, "input"_a, "other"_a);
   m.def(
       "embedding",

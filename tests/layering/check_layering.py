@@ -12,7 +12,7 @@ from pathlib import Path
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_SUFFIXES = {".h", ".cpp", ".def"}
-CHECKED_TOP = ("src", "include", "tools", "python/src")
+CHECKED_TOP = ("src", "include", "tools", "python/src", "lazytensor_torch/csrc")
 
 
 def glob_to_regex(pattern: str) -> re.Pattern:

@@ -307,3 +307,29 @@ def test_softplus_matches_numpy_and_its_gradient_is_the_sigmoid_below_the_thresh
     close(y, np.where(2 * a > 5, a, np.log1p(np.exp(2 * a)) / 2), rtol=1e-5)
     y.sum().backward()
     close(x.grad, np.where(2 * a > 5, 1.0, 1 / (1 + np.exp(-2 * a))), rtol=1e-5)
+
+
+def test_as_strided_and_its_scatter_match_numpy_windows():
+    rng = np.random.default_rng()
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    window = np.lib.stride_tricks.as_strided(x.reshape(-1)[2:], (3, 2), (6 * 4, 2 * 4))
+    got = lt.as_strided(lt.tensor(x), [3, 2], [6, 2], 2)
+    np.testing.assert_array_equal(got.numpy(), window)
+    src = rng.standard_normal((3, 2)).astype(np.float32)
+    want = x.copy().reshape(-1)
+    for i in range(3):
+        for j in range(2):
+            want[2 + 6 * i + 2 * j] = src[i, j]
+    got = lt.as_strided_scatter(lt.tensor(x), lt.tensor(src), [3, 2], [6, 2], 2)
+    np.testing.assert_array_equal(got.numpy(), want.reshape(4, 5))
+
+
+def test_index_add_adds_rows_at_their_positions():
+    rng = np.random.default_rng()
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    src = rng.standard_normal((5, 3)).astype(np.float32)
+    ids = np.array([1, 3, 1, 0, 1])
+    want = x.astype(np.float64).copy()
+    np.add.at(want, ids, 2.0 * src)
+    got = lt.tensor(x).index_add(0, lt.tensor(ids), lt.tensor(src), alpha=2.0)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
