@@ -318,6 +318,71 @@ at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::
       type));
 }
 
+at::Tensor isnan(const at::Tensor& self) {
+  const lt::Tensor x = read(self);
+  if (!lt::dtype_is_floating(x.dtype())) return wrap(lt::zeros(x.shape(), lt::DType::boolean));
+  return wrap(x.ne(x));
+}
+
+// Logical ops over anything, as PyTorch: nonzero is true; the result is bool.
+lt::Tensor truth(const at::Tensor& t, const char* op) {
+  return as_tensor(operand(t, op), lt::DType::f64).ne(0.0);
+}
+
+at::Tensor logical_or(const at::Tensor& self, const at::Tensor& other) {
+  const lt::Tensor a = truth(self, "logical_or").to(lt::DType::f64);
+  const lt::Tensor b = truth(other, "logical_or").to(lt::DType::f64);
+  return wrap((a + b).ne(0.0));
+}
+
+at::Tensor logical_and(const at::Tensor& self, const at::Tensor& other) {
+  const lt::Tensor a = truth(self, "logical_and").to(lt::DType::f64);
+  const lt::Tensor b = truth(other, "logical_and").to(lt::DType::f64);
+  return wrap((a * b).ne(0.0));
+}
+
+at::Tensor logical_not(const at::Tensor& self) {
+  return wrap(as_tensor(operand(self, "logical_not"), lt::DType::f64).eq(0.0));
+}
+
+at::Tensor sign(const at::Tensor& self) {
+  const at::ScalarType type = self.scalar_type();
+  return wrap(finish(in(operand(self, "sign"), compute_dtype(type)).sign(), type));
+}
+
+at::Tensor erf(const at::Tensor& self) {
+  const at::ScalarType type = floating_result(self);
+  return wrap(finish(lt::erf(in(operand(self, "erf"), compute_dtype(type))), type));
+}
+
+at::Tensor masked_fill_value(const at::Tensor& self, const at::Tensor& mask, const Operand& value) {
+  const at::ScalarType type = self.scalar_type();
+  const lt::DType dtype = compute_dtype(type);
+  return wrap(finish(lt::where(as_tensor(operand(mask, "masked_fill"), lt::DType::boolean),
+                               as_tensor(value, dtype), in(operand(self, "masked_fill"), dtype)),
+                     type));
+}
+
+at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask,
+                              const at::Scalar& value) {
+  return masked_fill_value(self, mask, Operand{lt::Tensor(), value.toDouble()});
+}
+
+at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  write(self, read(masked_fill_scalar(self, mask, value)));
+  return self;
+}
+
+at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask,
+                              const at::Tensor& value) {
+  return masked_fill_value(self, mask, operand(value, "masked_fill"));
+}
+
+at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  write(self, read(masked_fill_tensor(self, mask, value)));
+  return self;
+}
+
 at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   write(self, lt::full(lt::Shape(sizes), value.toDouble(), to_engine(self.scalar_type(), "fill_")));
@@ -389,6 +454,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gt.Scalar", compare_scalar<Compare::gt>);
   m.impl("ge.Scalar", compare_scalar<Compare::ge>);
   m.impl("where.self", where);
+  m.impl("isnan", isnan);
+  m.impl("logical_or", logical_or);
+  m.impl("logical_and", logical_and);
+  m.impl("logical_not", logical_not);
+  m.impl("sign", sign);
+  m.impl("sgn", sign);
+  m.impl("erf", erf);
+  m.impl("masked_fill.Scalar", masked_fill_scalar);
+  m.impl("masked_fill_.Scalar", masked_fill_scalar_);
+  m.impl("masked_fill.Tensor", masked_fill_tensor);
+  m.impl("masked_fill_.Tensor", masked_fill_tensor_);
   m.impl("fill_.Scalar", fill_scalar_);
   m.impl("fill_.Tensor", fill_tensor_);
   m.impl("zero_", zero_);

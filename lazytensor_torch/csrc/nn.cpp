@@ -4,11 +4,12 @@
 // few engine ops, which the engine fuses and compiles with the rest of the step.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_index_put_impl.h>
 #include <ATen/ops/index.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "fallback.h"
 #include "storage.h"
@@ -253,9 +254,9 @@ at::Tensor& normal(at::Tensor& self, double mean, double std, std::optional<at::
   return self;
 }
 
-// --- NLL loss over log-probabilities [N, C] (or [C]) and class ids [N]: the picked
-// log-probability is a masked row sum (fused with the rest), not a gather.
+// --- NLL loss over log-probabilities [N, C] (or [C]) and class ids [N].
 
+// The backward's [N, C] gradient: nonzero at each row's target column only.
 struct Picked {
   lt::Tensor hit;    // [N, C] bool: the target's column
   lt::Tensor valid;  // [N] floating: 1 where the target is not ignore_index
@@ -275,15 +276,26 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
   TORCH_CHECK(!weight || !weight->defined(),
               "nll_loss: class weights are not supported on "
               "the lazytensor device");
+  // Each row's log-probability at its target, looked up in the flattened rows (one element a
+  // row, positions computed on the device; an ignored row looks up column 0 and counts 0).
   const lt::Tensor logp = read(self);
-  const Picked picked = pick(logp, read(target), ignore_index);
-  const lt::Tensor valid = picked.valid.to(logp.dtype());
-  const lt::Tensor losses =
-      -lt::where(picked.hit, logp, lt::zeros({}, logp.dtype())).sum({-1}) * valid;
-  const lt::Tensor total_weight = valid.sum();
+  const int64_t classes = logp.shape()[logp.dim() - 1];
+  const int64_t rows = logp.numel() / std::max<int64_t>(classes, 1);
+  const lt::Tensor ids = read(target).to(lt::DType::f64).reshape({rows});
+  const lt::Tensor valid = ids.ne(static_cast<double>(ignore_index));
+  const lt::Tensor column = lt::where(valid, ids, lt::zeros({}, lt::DType::f64));
+  const lt::Tensor positions =
+      (lt::arange(static_cast<double>(rows), lt::DType::f64) * static_cast<double>(classes) +
+       column)
+          .to(lt::DType::i64);
+  const lt::Tensor weights = valid.to(logp.dtype());
+  const lt::Tensor losses = -logp.reshape({-1}).index_select(0, positions) * weights;
+  const lt::Tensor total_weight = weights.sum();
   switch (reduction) {
     case at::Reduction::None:
-      return {wrap(losses), wrap(total_weight)};
+      return {
+          wrap(losses.reshape(std::vector<int64_t>(target.sizes().begin(), target.sizes().end()))),
+          wrap(total_weight)};
     case at::Reduction::Sum:
       return {wrap(losses.sum()), wrap(total_weight)};
     default:
@@ -336,11 +348,10 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return wrap(read(self).index_select(static_cast<int>(dim), read(index)));
 }
 
-// out[i..., j, k...] = self[i..., index[i..., j, k...], k...] along dim: a row lookup in the
-// flattened tensor at positions computed on the device.
-at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool) {
+// The flattened positions in `self` (contiguous) that gather along dim reads for each element
+// of `index`: self[i..., index[i..., j, k...], k...].
+lt::Tensor gather_positions(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   const int64_t d = c10::maybe_wrap_dim(dim, self.dim());
-  const lt::Tensor x = read(self).contiguous();
   std::vector<int64_t> sizes(index.sizes().begin(), index.sizes().end());
   std::vector<int64_t> strides(self.dim());
   int64_t step = 1;  // the flattened tensor's stride along dim
@@ -349,11 +360,38 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
     if (k == d) step = stride;
     stride *= self.size(k);
   }
-  const lt::Tensor base =
-      lt::as_strided(lt::arange(static_cast<double>(x.numel()), lt::DType::f64), sizes, strides, 0);
-  const lt::Tensor positions =
-      (base + read(index).to(lt::DType::f64) * static_cast<double>(step)).to(lt::DType::i64);
-  return wrap(x.reshape({-1}).index_select(0, positions.reshape({-1})).reshape(sizes));
+  const lt::Tensor base = lt::as_strided(
+      lt::arange(static_cast<double>(self.numel()), lt::DType::f64), sizes, strides, 0);
+  return (base + read(index).to(lt::DType::f64) * static_cast<double>(step))
+      .to(lt::DType::i64)
+      .reshape({-1});
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool) {
+  std::vector<int64_t> sizes(index.sizes().begin(), index.sizes().end());
+  return wrap(read(self)
+                  .contiguous()
+                  .reshape({-1})
+                  .index_select(0, gather_positions(self, dim, index))
+                  .reshape(sizes));
+}
+
+// gather's backward: src's elements added into self at the positions gather reads.
+at::Tensor scatter_add_values(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Tensor& src) {
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  std::vector<int64_t> window(index.sizes().begin(), index.sizes().end());
+  const lt::Tensor values = read(src);
+  const lt::Tensor picked =
+      values.shape() == lt::Shape(window)
+          ? values
+          : lt::as_strided(values.contiguous(), window,
+                           std::vector<int64_t>(src.strides().begin(), src.strides().end()), 0);
+  return wrap(read(self)
+                  .contiguous()
+                  .reshape({-1})
+                  .index_add(0, gather_positions(self, dim, index), picked.reshape({-1}))
+                  .reshape(sizes));
 }
 
 // Advanced indexing, x[i, j] with integer index tensors on adjacent dims (what the models
@@ -398,6 +436,71 @@ at::Tensor index_tensor(const at::Tensor& self,
   const lt::Tensor ids = position.expand(shape).reshape({-1}).to(lt::DType::i64);
   return wrap(
       read(self).reshape(grouped).index_select(static_cast<int>(first), ids).reshape(out_sizes));
+}
+
+// x[i, j] += v (index_put_ with accumulate, index's backward): for integer index tensors on
+// adjacent dims, an index_add at the flattened positions; other forms fall back.
+at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const at::Tensor& src) {
+  write(self, read(scatter_add_values(self, dim, index, src)));
+  return self;
+}
+
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, at::Tensor& out) {
+  const at::Tensor result = scatter_add_values(self, dim, index, src);
+  if (out.sizes() != result.sizes()) out.resize_(result.sizes());
+  write(out, read(result));
+  return out;
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                           const at::Tensor& values, bool accumulate, bool unsafe) {
+  std::vector<int64_t> dims;
+  std::vector<at::Tensor> index_tensors;
+  bool supported = accumulate;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    const std::optional<at::Tensor> index = indices[d];
+    if (!index || !index->defined()) continue;
+    const bool integer = at::isIntegralType(index->scalar_type(), /*includeBool=*/false);
+    const bool adjacent = dims.empty() || dims.back() == static_cast<int64_t>(d) - 1;
+    supported = supported && integer && adjacent;
+    dims.push_back(static_cast<int64_t>(d));
+    index_tensors.push_back(*index);
+  }
+  if (!supported || dims.empty()) {
+    return at::native::call_fallback_fn<&counted_cpu_fallback, at::_ops::_index_put_impl_>::call(
+        self, indices, values, accumulate, unsafe);
+  }
+  std::vector<int64_t> shape;
+  for (const at::Tensor& t : index_tensors) shape = at::infer_size(shape, t.sizes());
+  const int64_t first = dims.front(), last = dims.back();
+  int64_t rows = 1;
+  lt::Tensor position = lt::zeros({}, lt::DType::f64);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const double size = static_cast<double>(self.size(dims[k]));
+    const lt::Tensor i = read(index_tensors[k]).to(lt::DType::f64);
+    position = position * size + (i + i.lt(0.0).to(lt::DType::f64) * size);
+    rows *= self.size(dims[k]);
+  }
+  std::vector<int64_t> grouped, source;
+  for (int64_t d = 0; d < first; ++d) grouped.push_back(self.size(d));
+  grouped.push_back(rows);
+  for (int64_t d = last + 1; d < self.dim(); ++d) grouped.push_back(self.size(d));
+  source.assign(self.sizes().begin(), self.sizes().begin() + first);
+  const int64_t count = c10::multiply_integers(shape);
+  source.push_back(count);
+  source.insert(source.end(), self.sizes().begin() + last + 1, self.sizes().end());
+  std::vector<int64_t> expanded(self.sizes().begin(), self.sizes().begin() + first);
+  expanded.insert(expanded.end(), shape.begin(), shape.end());
+  expanded.insert(expanded.end(), self.sizes().begin() + last + 1, self.sizes().end());
+  const lt::Tensor ids = position.expand(shape).reshape({-1}).to(lt::DType::i64);
+  const lt::Tensor v =
+      value(values, "index_put_").to(read(self).dtype()).expand(expanded).reshape(source);
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  write(self,
+        read(self).reshape(grouped).index_add(static_cast<int>(first), ids, v).reshape(sizes));
+  return self;
 }
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
@@ -463,6 +566,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
   m.impl("gather", gather);
   m.impl("index.Tensor", index_tensor);
+  m.impl("scatter_add", scatter_add_values);
+  m.impl("scatter_add_", scatter_add_);
+  m.impl("scatter_add.out", scatter_add_out);
+  m.impl("_index_put_impl_", index_put_impl);
   m.impl("cat", cat);
   m.impl("bitwise_and.Tensor", bitwise_and);
   m.impl("arange.start_out", arange_out);

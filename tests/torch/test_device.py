@@ -91,3 +91,47 @@ def test_import_torch_alone_loads_the_device():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": ""}, check=True)
     assert out.stdout.strip() == "2.0"
+
+
+@pytest.mark.parametrize("case", [
+    "cross_entropy_none", "cross_entropy_sum", "cross_entropy_1d", "gelu_tanh", "layer_norm_plain",
+    "log_softmax", "embedding_padding", "gather", "index_pair", "addmm_scaled", "norms"])
+def test_nn_ops_and_their_gradients_match_the_cpu(case):
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(torch.seed() % 2**31)
+    x = torch.randn(6, 5, generator=g)
+    ids = torch.randint(0, 5, (6,), generator=g)
+    ids[2] = -100
+    table = torch.randn(7, 4, generator=g)
+    fns = {
+        "cross_entropy_none": lambda x, t, i: F.cross_entropy(x, i.clamp(min=0), reduction="none"),
+        "cross_entropy_sum": lambda x, t, i: F.cross_entropy(x, i, reduction="sum"),
+        "cross_entropy_1d": lambda x, t, i: F.cross_entropy(x[0], i[0]),
+        "gelu_tanh": lambda x, t, i: F.gelu(x, approximate="tanh"),
+        "layer_norm_plain": lambda x, t, i: F.layer_norm(x, (5,)),
+        "log_softmax": lambda x, t, i: F.log_softmax(x, 0) * F.softmax(x, 1),
+        "embedding_padding": lambda x, t, i: F.embedding(i.clamp(min=0), t, padding_idx=3) * 2,
+        "gather": lambda x, t, i: torch.gather(x, 1, i.clamp(min=0)[:, None].expand(6, 3)),
+        "index_pair": lambda x, t, i: t[i.clamp(min=0), 1:][:, None] * x[i.clamp(min=0), :3],
+        "addmm_scaled": lambda x, t, i: torch.addmm(x[:4, :4], t[:4], t[:4].t(), beta=0.5,
+                                                     alpha=-2.0),
+        "norms": lambda x, t, i: torch.stack([torch.linalg.vector_norm(x, ord) for ord in
+                                              (2, 1, float("inf"), 3)]),
+    }
+    f = fns[case]
+    results = []
+    for device in ("cpu", DEVICE):
+        xd = x.to(device).detach().requires_grad_()
+        td = table.to(device).detach().requires_grad_()
+        with Counters() as c:
+            out = f(xd, td, ids.to(device))
+            out.backward(torch.ones_like(out) if out.dim() else None)
+        grads = [t.grad.cpu() if t.grad is not None else None for t in (xd, td)]
+        results.append((out.detach().cpu(), grads))
+    assert c["Fallback"] == 0, ltt.metrics.fallback_counts()
+    (want, want_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for gg, wg in zip(got_grads, want_grads):
+        assert (gg is None) == (wg is None)
+        if wg is not None:
+            torch.testing.assert_close(gg, wg, rtol=1e-5, atol=1e-6)
