@@ -974,3 +974,29 @@ TEST_F(OpsTest, IndexAddAddsEachSliceAtItsPosition) {
       }),
       {"index_add", "[5, 2]", "[5, 3]"});
 }
+
+// Attention's batched products over heads interleaved in each row ([seq, heads * 6] viewed as
+// [heads, seq, 6]): a batch stride (6) below a matrix's extent, read in place.
+TEST_F(OpsTest, BatchedProductsOverInterleavedHeads) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> draw(-1, 1);
+  constexpr int64_t kSeq = 8, kHeads = 2, kDim = 6;
+  std::vector<float> x(kSeq * kHeads * kDim);
+  for (float& v : x) v = draw(rng);
+  const Tensor rows = lt::from_vector(x, {kSeq, kHeads, kDim});
+  const Tensor q = rows.transpose(0, 1);     // [heads, seq, dim], strides (6, 12, 1)
+  const Tensor k = rows.permute({1, 2, 0});  // [heads, dim, seq]
+  std::vector<double> want;
+  for (int64_t h = 0; h < kHeads; ++h) {
+    for (int64_t i = 0; i < kSeq; ++i) {
+      for (int64_t j = 0; j < kSeq; ++j) {
+        double sum = 0;
+        for (int64_t d = 0; d < kDim; ++d) {
+          sum += double{x[(i * kHeads + h) * kDim + d]} * x[(j * kHeads + h) * kDim + d];
+        }
+        want.push_back(sum);
+      }
+    }
+  }
+  expect_close(lt::bmm(q, k).to_vector<double>(), want, kF32);
+}

@@ -394,27 +394,31 @@ at::Tensor scatter_add_values(const at::Tensor& self, int64_t dim, const at::Ten
                   .reshape(sizes));
 }
 
-// Advanced indexing, x[i, j] with integer index tensors on adjacent dims (what the models
-// use): one row lookup at the flattened positions. Bool masks (whose result's size depends on
-// the values) and index tensors on dims apart go through the CPU fallback.
-at::Tensor index_tensor(const at::Tensor& self,
-                        const c10::List<std::optional<at::Tensor>>& indices) {
+// Advanced indexing with integer index tensors on adjacent dims (x[i, j], what the models use):
+// self seen as [leading dims, the indexed dims as one, trailing dims], and each index element's
+// row in it. Bool masks (whose result's size depends on the values) and index tensors on dims
+// apart are not handled here: their ops fall back to the CPU.
+struct RowIndex {
+  std::vector<int64_t> grouped;  // self's shape with the indexed dims as one
+  int dim = 0;                   // the grouped dim
+  lt::Tensor rows;               // [count] i64: the row of each index element (broadcast)
+  std::vector<int64_t> result;   // the indexed shape: leading, the indices' broadcast, trailing
+};
+
+std::optional<RowIndex> row_index(const at::Tensor& self,
+                                  const c10::List<std::optional<at::Tensor>>& indices) {
   std::vector<int64_t> dims;
   std::vector<at::Tensor> index_tensors;
-  bool supported = true;
   for (size_t d = 0; d < indices.size(); ++d) {
     const std::optional<at::Tensor> index = indices[d];
     if (!index || !index->defined()) continue;
     const bool integer = at::isIntegralType(index->scalar_type(), /*includeBool=*/false);
     const bool adjacent = dims.empty() || dims.back() == static_cast<int64_t>(d) - 1;
-    supported = supported && integer && adjacent;
+    if (!integer || !adjacent) return std::nullopt;
     dims.push_back(static_cast<int64_t>(d));
     index_tensors.push_back(*index);
   }
-  if (!supported || dims.empty()) {
-    return at::native::call_fallback_fn<&counted_cpu_fallback, at::_ops::index_Tensor>::call(
-        self, indices);
-  }
+  if (dims.empty()) return std::nullopt;
   std::vector<int64_t> shape;
   for (const at::Tensor& t : index_tensors) shape = at::infer_size(shape, t.sizes());
   const int64_t first = dims.front(), last = dims.back();
@@ -423,23 +427,34 @@ at::Tensor index_tensor(const at::Tensor& self,
   for (size_t k = 0; k < dims.size(); ++k) {
     const double size = static_cast<double>(self.size(dims[k]));
     const lt::Tensor i = read(index_tensors[k]).to(lt::DType::f64);
-    position = position * size + (i + i.lt(0.0).to(lt::DType::f64) * size);
+    position = position * size + (i + i.lt(0.0).to(lt::DType::f64) * size);  // -1 is the last
     rows *= self.size(dims[k]);
   }
-  std::vector<int64_t> grouped, out_sizes;
-  for (int64_t d = 0; d < first; ++d) grouped.push_back(self.size(d));
-  grouped.push_back(rows);
-  for (int64_t d = last + 1; d < self.dim(); ++d) grouped.push_back(self.size(d));
-  out_sizes.assign(self.sizes().begin(), self.sizes().begin() + first);
-  out_sizes.insert(out_sizes.end(), shape.begin(), shape.end());
-  out_sizes.insert(out_sizes.end(), self.sizes().begin() + last + 1, self.sizes().end());
-  const lt::Tensor ids = position.expand(shape).reshape({-1}).to(lt::DType::i64);
-  return wrap(
-      read(self).reshape(grouped).index_select(static_cast<int>(first), ids).reshape(out_sizes));
+  RowIndex out;
+  out.dim = static_cast<int>(first);
+  out.grouped.assign(self.sizes().begin(), self.sizes().begin() + first);
+  out.grouped.push_back(rows);
+  out.grouped.insert(out.grouped.end(), self.sizes().begin() + last + 1, self.sizes().end());
+  out.result.assign(self.sizes().begin(), self.sizes().begin() + first);
+  out.result.insert(out.result.end(), shape.begin(), shape.end());
+  out.result.insert(out.result.end(), self.sizes().begin() + last + 1, self.sizes().end());
+  out.rows = position.expand(shape).reshape({-1}).to(lt::DType::i64);
+  return out;
 }
 
-// x[i, j] += v (index_put_ with accumulate, index's backward): for integer index tensors on
-// adjacent dims, an index_add at the flattened positions; other forms fall back.
+at::Tensor index_tensor(const at::Tensor& self,
+                        const c10::List<std::optional<at::Tensor>>& indices) {
+  const std::optional<RowIndex> index = row_index(self, indices);
+  if (!index) {
+    return at::native::call_fallback_fn<&counted_cpu_fallback, at::_ops::index_Tensor>::call(
+        self, indices);
+  }
+  return wrap(read(self)
+                  .reshape(index->grouped)
+                  .index_select(index->dim, index->rows)
+                  .reshape(index->result));
+}
+
 at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
                          const at::Tensor& src) {
   write(self, read(scatter_add_values(self, dim, index, src)));
@@ -454,52 +469,24 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
   return out;
 }
 
+// x[i, j] += v (index_put_ with accumulate: index's backward) as an index_add of v's rows;
+// without accumulate (a repeated index keeps one of its values), and for the forms
+// row_index does not take, the CPU fallback.
 at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                            const at::Tensor& values, bool accumulate, bool unsafe) {
-  std::vector<int64_t> dims;
-  std::vector<at::Tensor> index_tensors;
-  bool supported = accumulate;
-  for (size_t d = 0; d < indices.size(); ++d) {
-    const std::optional<at::Tensor> index = indices[d];
-    if (!index || !index->defined()) continue;
-    const bool integer = at::isIntegralType(index->scalar_type(), /*includeBool=*/false);
-    const bool adjacent = dims.empty() || dims.back() == static_cast<int64_t>(d) - 1;
-    supported = supported && integer && adjacent;
-    dims.push_back(static_cast<int64_t>(d));
-    index_tensors.push_back(*index);
-  }
-  if (!supported || dims.empty()) {
+  const std::optional<RowIndex> index =
+      accumulate ? row_index(self, indices) : std::optional<RowIndex>();
+  if (!index) {
     return at::native::call_fallback_fn<&counted_cpu_fallback, at::_ops::_index_put_impl_>::call(
         self, indices, values, accumulate, unsafe);
   }
-  std::vector<int64_t> shape;
-  for (const at::Tensor& t : index_tensors) shape = at::infer_size(shape, t.sizes());
-  const int64_t first = dims.front(), last = dims.back();
-  int64_t rows = 1;
-  lt::Tensor position = lt::zeros({}, lt::DType::f64);
-  for (size_t k = 0; k < dims.size(); ++k) {
-    const double size = static_cast<double>(self.size(dims[k]));
-    const lt::Tensor i = read(index_tensors[k]).to(lt::DType::f64);
-    position = position * size + (i + i.lt(0.0).to(lt::DType::f64) * size);
-    rows *= self.size(dims[k]);
-  }
-  std::vector<int64_t> grouped, source;
-  for (int64_t d = 0; d < first; ++d) grouped.push_back(self.size(d));
-  grouped.push_back(rows);
-  for (int64_t d = last + 1; d < self.dim(); ++d) grouped.push_back(self.size(d));
-  source.assign(self.sizes().begin(), self.sizes().begin() + first);
-  const int64_t count = c10::multiply_integers(shape);
-  source.push_back(count);
-  source.insert(source.end(), self.sizes().begin() + last + 1, self.sizes().end());
-  std::vector<int64_t> expanded(self.sizes().begin(), self.sizes().begin() + first);
-  expanded.insert(expanded.end(), shape.begin(), shape.end());
-  expanded.insert(expanded.end(), self.sizes().begin() + last + 1, self.sizes().end());
-  const lt::Tensor ids = position.expand(shape).reshape({-1}).to(lt::DType::i64);
+  std::vector<int64_t> source = index->grouped;
+  source[index->dim] = index->rows.numel();
+  const lt::Tensor base = read(self);
   const lt::Tensor v =
-      value(values, "index_put_").to(read(self).dtype()).expand(expanded).reshape(source);
+      value(values, "index_put_").to(base.dtype()).expand(index->result).reshape(source);
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
-  write(self,
-        read(self).reshape(grouped).index_add(static_cast<int>(first), ids, v).reshape(sizes));
+  write(self, base.reshape(index->grouped).index_add(index->dim, index->rows, v).reshape(sizes));
   return self;
 }
 

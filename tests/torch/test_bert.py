@@ -13,13 +13,14 @@ import lazytensor_torch as ltt  # noqa: E402
 
 from conftest import DEVICE, Counters  # noqa: E402
 
-VOCAB, SEQ, BATCH, STEPS = 1000, 32, 4, 10
+VOCAB, SEQ, BATCH, STEPS = 30522, 32, 4, 10
 
 
 def make_model(attn):
+    # all-MiniLM-L6-v2's shape, randomly initialized (nothing is downloaded)
     config = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=192, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
+        vocab_size=VOCAB, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+        intermediate_size=1536, max_position_embeddings=512, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, attn_implementation=attn)
     return transformers.BertForMaskedLM(config)
 

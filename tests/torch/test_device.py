@@ -135,3 +135,23 @@ def test_nn_ops_and_their_gradients_match_the_cpu(case):
         assert (gg is None) == (wg is None)
         if wg is not None:
             torch.testing.assert_close(gg, wg, rtol=1e-5, atol=1e-6)
+
+
+def test_a_bad_index_is_an_error_naming_the_op_and_changes_nothing():
+    weight = torch.randn(5, 3).to(DEVICE)
+    before = weight.cpu()
+    with pytest.raises(RuntimeError, match="embedding"):
+        torch.nn.functional.embedding(torch.tensor([1, 7]).to(DEVICE), weight)
+    torch.testing.assert_close(weight.cpu(), before, rtol=0, atol=0)
+    out = torch.nn.functional.embedding(torch.tensor([1, 4]).to(DEVICE), weight)  # goes on
+    torch.testing.assert_close(out.cpu(), before[[1, 4]], rtol=0, atol=0)
+
+
+def test_attention_over_narrow_interleaved_heads_matches_the_cpu():
+    # Heads of 6 elements interleaved in each row: a batched layout that oneDNN accepts and then
+    # fails to run inside PyTorch's process; the engine computes such products another way.
+    x = torch.randn(2, 8, 12)
+    def attention(t):
+        q = t.view(2, 8, 2, 6).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q) + q @ q.transpose(-1, -2)[..., :6]
+    torch.testing.assert_close(attention(x.to(DEVICE)).cpu(), attention(x))

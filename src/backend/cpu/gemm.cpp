@@ -365,17 +365,32 @@ void execute(const Matmul& matmul, const void* a, const void* b, void* c) {
   state.stream.wait();
 }
 
+// Runs `key`'s primitive; false where oneDNN made a primitive it then cannot run (oneDNN 2.6
+// does for some batched layouts whose batch stride is below a matrix's extent, such as
+// attention heads of 6 elements): the key is refused from then on, and the caller computes the
+// product another way (it overwrites c, whatever the failed run left there).
+bool run(const MatmulKey& key, const Matmul& matmul, const void* a, const void* b, void* c) {
+  try {
+    execute(matmul, a, b, c);
+    return true;
+  } catch (const dnnl::error&) {
+    OnednnThreadState& state = onednn_thread_state();
+    state.primitives.erase(key);
+    state.refused.insert(key);
+    return false;
+  }
+}
+
 // False (nothing written) where oneDNN has no primitive for the product.
 bool onednn_gemm(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m, int64_t n,
                  int64_t k, double alpha, const void* a, int64_t lda, const void* b, int64_t ldb,
                  double beta, void* c, int64_t ldc) {
   const uint64_t alpha_bits = std::bit_cast<uint64_t>(alpha);
   const uint64_t beta_bits = std::bit_cast<uint64_t>(beta);
-  const Matmul* matmul = primitive_for(
-      {dtype, result, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits});
-  if (matmul == nullptr) return false;
-  execute(*matmul, a, b, c);
-  return true;
+  const MatmulKey key{dtype, result, trans_a, trans_b, m,          n,
+                      k,     lda,    ldb,     ldc,     alpha_bits, beta_bits};
+  const Matmul* matmul = primitive_for(key);
+  return matmul != nullptr && run(key, *matmul, a, b, c);
 }
 
 // oneDNN's bf16 matmul needs AVX512 (avx512_core) or newer; elsewhere (or below
@@ -598,10 +613,8 @@ void gemm_batched(DType dtype, DType result, bool trans_a, bool trans_b, int64_t
     std::copy(batch.a_strides, batch.a_strides + batch.rank, key.a_batch.begin());
     std::copy(batch.b_strides, batch.b_strides + batch.rank, key.b_batch.begin());
     if (dtype == DType::f32 || onednn_has_bf16_matmul(result)) {
-      if (const Matmul* matmul = primitive_for(key)) {
-        execute(*matmul, a, b, c);
-        return;
-      }
+      const Matmul* matmul = primitive_for(key);
+      if (matmul != nullptr && run(key, *matmul, a, b, c)) return;
     } else {
       // bf16 operands without a bf16 kernel: the batch widened into dense f32 copies, then one
       // f32 primitive; up to kMaxWidened floats in all (attention's operands are a few MB),
