@@ -38,7 +38,9 @@ def batches(seed):
 
 def train(model, device, fused, seed, per_step=None):
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01,
+    # Rounding differences between two executors grow with each update; at this learning rate
+    # they stay well inside 1e-4 over 10 steps (at 2e-3 one run in about 150 reached 1.25e-4).
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01,
                             fused=True if fused else None, foreach=None if fused else True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 4))
     losses = []
