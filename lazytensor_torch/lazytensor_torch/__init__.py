@@ -78,10 +78,6 @@ def device(index=0):
     return _torch.device(DEVICE_NAME, index)
 
 
-def _autoload():
-    """The ``torch.backends`` entry point: importing the package registered the device."""
-
-
 def _install_step_hook():
     mode = _os.environ.get("LT_AUTO_MARK_STEP", "optimizer")
     if mode == "optimizer":

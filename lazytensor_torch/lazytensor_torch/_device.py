@@ -108,3 +108,10 @@ def _register():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _print_from_the_host()
     _keep_tied_parameters()
+
+
+def autoload():
+    """The ``torch.backends`` entry point, which ``import torch`` calls. It lives in this module,
+    not the package's ``__init__``, so that ``import lazytensor_torch`` before ``import torch``
+    works: then PyTorch calls it while the package is still half imported."""
+    _register()

@@ -82,14 +82,21 @@ def test_optimizer_step_cuts_the_graph():
     assert ltt.metrics.counter_value("MarkStep") == before + 1
 
 
-def test_import_torch_alone_loads_the_device():
+@pytest.mark.parametrize("imports", [
+    "import torch",
+    # PyTorch calls the entry point while lazytensor_torch is still half imported.
+    "import lazytensor_torch as ltt; import torch",
+    "import torch; import lazytensor_torch as ltt",
+])
+def test_the_device_loads_whatever_is_imported_first(imports):
     # The torch.backends entry point (installed packages only: skipped for a build tree).
     from importlib.metadata import entry_points
     if not any(e.name == "lazytensor" for e in entry_points(group="torch.backends")):
         pytest.skip("lazytensor-torch is not installed (its entry point is not registered)")
-    code = "import torch; print(torch.ones(2, device='lazytensor').sum().item())"
+    code = f"{imports}; print(torch.ones(2, device='lazytensor').sum().item())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": ""}, check=True)
+                         env={**os.environ, "PYTHONPATH": ""})
+    assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2.0"
 
 
