@@ -148,8 +148,9 @@ def main():
         return run_one(args)
     rows = []
     for executor in args.executors.split(","):
-        cmd = [sys.executable, __file__, "--executor", executor] + [
-            a for a in sys.argv[1:] if not a.startswith("--executors")]
+        cmd = [sys.executable, __file__, "--executor", executor, "--model", args.model,
+               "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--threads", str(args.threads)]
         env = dict(os.environ, LT_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         lines = [l for l in out.stdout.splitlines() if l.startswith("{")]

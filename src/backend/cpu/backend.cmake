@@ -28,3 +28,17 @@ target_sources(lazytensor PRIVATE
   ${LT_CPU_DIR}/kernels/native_compiler.cpp
   ${CMAKE_CURRENT_BINARY_DIR}/generated/kernel_prelude.cpp
 )
+
+# The kernels' workers: OpenMP's, the threads oneDNN's products run on (Debian's oneDNN is built
+# on OpenMP), so that one set of threads serves both and neither set spins on the cores while
+# the other computes. ThreadSanitizer cannot see libgomp's synchronization (libgomp is not
+# instrumented), so a thread-sanitized build, and a build without OpenMP, use the pool's own.
+if(NOT LAZYTENSOR_SANITIZE STREQUAL "thread")
+  find_package(OpenMP COMPONENTS CXX)
+endif()
+if(OpenMP_CXX_FOUND)
+  target_link_libraries(lazytensor PRIVATE OpenMP::OpenMP_CXX)
+  set_property(SOURCE ${LT_CPU_DIR}/thread_pool.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+               LT_POOL_OPENMP=1)
+endif()
+

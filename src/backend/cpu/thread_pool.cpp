@@ -1,9 +1,18 @@
 #include "backend/cpu/thread_pool.h"
 
+#include <algorithm>
+#include <utility>
+
+#if LT_POOL_OPENMP
+#include <omp.h>
+#endif
+
 namespace lt::backend::cpu {
 
-ThreadPool::ThreadPool(int num_workers) {
-  for (int w = 1; w < num_workers; ++w) threads_.emplace_back([this, w] { loop(w); });
+ThreadPool::ThreadPool(int num_workers) : size_(std::max(1, num_workers)) {
+#if !LT_POOL_OPENMP
+  for (int w = 1; w < size_; ++w) threads_.emplace_back([this, w] { loop(w); });
+#endif
 }
 
 ThreadPool::~ThreadPool() {
@@ -15,11 +24,24 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
+void ThreadPool::call(const std::function<void(int)>& fn, int worker) {
+  try {
+    fn(worker);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
 void ThreadPool::run(const std::function<void(int)>& fn) {
-  if (threads_.empty()) {
+  if (size_ == 1) {
     fn(0);
     return;
   }
+#if LT_POOL_OPENMP
+#pragma omp parallel num_threads(size_)
+  call(fn, omp_get_thread_num());
+#else
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
@@ -27,10 +49,14 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     ++generation_;
   }
   start_cv_.notify_all();
-  fn(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return running_ == 0; });
-  fn_ = nullptr;
+  call(fn, 0);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return running_ == 0; });
+    fn_ = nullptr;
+  }
+#endif
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 void ThreadPool::loop(int worker) {
@@ -42,7 +68,7 @@ void ThreadPool::loop(int worker) {
     seen = generation_;
     const std::function<void(int)>* fn = fn_;
     lock.unlock();
-    (*fn)(worker);
+    call(*fn, worker);
     lock.lock();
     if (--running_ == 0) done_cv_.notify_one();
   }

@@ -1,5 +1,6 @@
 #pragma once
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -8,20 +9,32 @@
 namespace lt::backend::cpu {
 
 // Runs one function on every worker at once; the calling thread is worker 0. Kernels split
-// their work dynamically between the workers (see cpu_executable.cpp).
+// their work dynamically between the workers (see cpu_executable.cpp), so a worker that does
+// not come (OpenMP may give fewer threads than asked) leaves its share to the others.
+//
+// The workers are OpenMP's where the build has it (backend.cmake says why), else the pool's
+// own threads.
 class ThreadPool {
  public:
   explicit ThreadPool(int num_workers);
   ~ThreadPool();
 
-  int size() const { return static_cast<int>(threads_.size()) + 1; }
-  // Calls fn(worker) for worker in [0, size()) and returns when all have returned.
-  // Called from one thread at a time (the stream's worker).
+  int size() const { return size_; }
+  // Calls fn(worker) for worker in [0, size()) and returns when all have returned; an
+  // exception from any of them is rethrown then. Called from one thread at a time (the
+  // stream's worker).
   void run(const std::function<void(int)>& fn);
 
  private:
   void loop(int worker);
+  // Calls fn(worker), keeping the first exception of a run for run() to rethrow.
+  void call(const std::function<void(int)>& fn, int worker);
 
+  const int size_;
+  std::mutex error_mu_;
+  std::exception_ptr error_;
+
+  // The pool's own workers 1 .. size-1 (builds without OpenMP).
   std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
   const std::function<void(int)>* fn_ = nullptr;
