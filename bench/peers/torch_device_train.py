@@ -8,9 +8,10 @@ foreach), a new learning rate every step (LambdaLR).
 Prints a Markdown table with the CPU named: median step time, tokens/s, the ratio to eager,
 the first step's time, and for the device its host cost per aten call (the wall time of
 tracing a step, up to the cut after optimizer.step(), over the aten calls a step makes, which
-are counted once with a TorchDispatchMode on the CPU). --json writes the rows.
+are counted once with a TorchDispatchMode on the CPU). --rounds N runs each executor N times,
+taking turns, and reports medians over the rounds. --json writes the rows.
 
-  .venv-torch/bin/python bench/peers/torch_device_train.py --model mini --steps 5
+  .venv-torch/bin/python bench/peers/torch_device_train.py --model mini --steps 5 --rounds 3
 """
 import argparse
 import json
@@ -132,6 +133,21 @@ def run_one(args):
     print(json.dumps(row))
 
 
+def combine_rounds(executor, rounds):
+    """One row per executor: the median over its rounds of the per-round median step time
+    (and host cost), the first round's first step; the rounds' own figures kept."""
+    good = [r for r in rounds if "error" not in r]
+    if not good:
+        return {"executor": executor, "error": rounds[-1]["error"]}
+    row = dict(good[0])
+    row["median_step_s"] = statistics.median(r["median_step_s"] for r in good)
+    row["tokens_per_s"] = good[0]["tokens_per_s"] * good[0]["median_step_s"] / row["median_step_s"]
+    row["round_median_step_s"] = [r["median_step_s"] for r in good]
+    if "host_us_per_aten_call" in row:
+        row["host_us_per_aten_call"] = statistics.median(r["host_us_per_aten_call"] for r in good)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=sorted(MODELS), default="mini")
@@ -141,27 +157,36 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--executors", default=",".join(EXECUTORS))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each executor, taking turns; medians over them")
     ap.add_argument("--executor", help=argparse.SUPPRESS)
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.executor:
         return run_one(args)
-    rows = []
-    for executor in args.executors.split(","):
-        cmd = [sys.executable, __file__, "--executor", executor, "--model", args.model,
-               "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--threads", str(args.threads)]
-        env = dict(os.environ, LT_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
-        if out.returncode != 0 or not lines:
-            rows.append({"executor": executor, "error": (out.stderr.strip().splitlines() or ["?"])[-1]})
-        else:
-            rows.append(json.loads(lines[-1]))
+    executors = args.executors.split(",")
+    runs = {e: [] for e in executors}
+    # Rounds take turns between the executors, so that a change in the machine's load falls on
+    # all of them alike; each executor's figure is the median over its rounds.
+    for _ in range(args.rounds):
+        for executor in executors:
+            cmd = [sys.executable, __file__, "--executor", executor, "--model", args.model,
+                   "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
+                   "--warmup", str(args.warmup), "--threads", str(args.threads)]
+            env = dict(os.environ, LT_NUM_THREADS=str(args.threads),
+                       OMP_NUM_THREADS=str(args.threads))
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
+            if out.returncode != 0 or not lines:
+                runs[executor].append(
+                    {"error": (out.stderr.strip().splitlines() or ["?"])[-1]})
+            else:
+                runs[executor].append(json.loads(lines[-1]))
+    rows = [combine_rounds(executor, runs[executor]) for executor in executors]
     eager = next((r for r in rows if r["executor"] == "eager" and "error" not in r), None)
     print(f"\nBertForMaskedLM {args.model}, batch {args.batch} x {args.seq}, AdamW, "
           f"{args.threads} threads; {cpu_name()} ({cpu_isa()}); median of {args.steps} steps "
-          f"after {args.warmup}\n")
+          f"after {args.warmup}, median of {args.rounds} round(s) taking turns\n")
     print("| executor | median step (s) | tokens/s | vs eager | first step (s) | host µs per aten call |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -86,6 +86,13 @@ at::ScalarType arith_result(Arith op, const at::Tensor& a, const at::Tensor& b) 
   return type;
 }
 
+// An in-place op's result must fit the tensor it is written into, as PyTorch requires
+// (ints.add_(0.5) is an error, not a silent truncation).
+void check_in_place(const char* op, at::ScalarType result, const at::Tensor& self) {
+  TORCH_CHECK(c10::canCast(result, self.scalar_type()), op, ": result type ", result,
+              " can't be cast to the desired output type ", self.scalar_type());
+}
+
 lt::Tensor arith_value(Arith op, const at::Tensor& a, const at::Tensor& b, at::ScalarType type,
                        double alpha, const char* name) {
   return finish(arith(op, operand(a, name), operand(b, name), compute_dtype(type), alpha), type);
@@ -98,7 +105,9 @@ at::Tensor binary(const at::Tensor& a, const at::Tensor& b) {
 
 template <Arith op>
 at::Tensor& binary_(at::Tensor& self, const at::Tensor& b) {
-  write(self, arith_value(op, self, b, arith_result(op, self, b), 1.0, "in-place binary op"));
+  const at::ScalarType type = arith_result(op, self, b);
+  check_in_place("in-place binary op", type, self);
+  write(self, arith_value(op, self, b, type, 1.0, "in-place binary op"));
   return self;
 }
 
@@ -109,12 +118,18 @@ at::Tensor binary_alpha(const at::Tensor& a, const at::Tensor& b, const at::Scal
 
 template <Arith op>
 at::Tensor& binary_alpha_(at::Tensor& self, const at::Tensor& b, const at::Scalar& alpha) {
-  write(self, arith_value(op, self, b, arith_result(op, self, b), alpha.toDouble(), "add_/sub_"));
+  const at::ScalarType type = arith_result(op, self, b);
+  check_in_place("add_/sub_", type, self);
+  write(self, arith_value(op, self, b, type, alpha.toDouble(), "add_/sub_"));
   return self;
 }
 
+// A c10::Scalar as PyTorch's "wrapped number": the lowest rank in type promotion, so that
+// x.add(0.5) keeps a rank-0 f32 x in f32.
 at::Tensor number_tensor(const at::Scalar& s) {
-  return at::scalar_tensor(s, at::device(at::kCPU).dtype(s.type()));
+  at::Tensor t = at::scalar_tensor(s, at::device(at::kCPU).dtype(s.type()));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
 }
 
 template <Arith op>
@@ -169,6 +184,7 @@ at::Tensor addcmul(const at::Tensor& self, const at::Tensor& t1, const at::Tenso
 
 at::Tensor& addcmul_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                      const at::Scalar& value) {
+  check_in_place("addcmul_", result_type({self, t1, t2}), self);
   write(self, addc(false, self, t1, t2, value, self.scalar_type()));
   return self;
 }
@@ -181,6 +197,7 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& t1, const at::Tenso
 
 at::Tensor& addcdiv_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                      const at::Scalar& value) {
+  check_in_place("addcdiv_", result_type({self, t1, t2}), self);
   write(self, addc(true, self, t1, t2, value, self.scalar_type()));
   return self;
 }
@@ -194,6 +211,7 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::
 }
 
 at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  check_in_place("lerp_", at::result_type(self, end), self);
   write(self, read(lerp_scalar(self, end, weight)));
   return self;
 }
@@ -212,6 +230,7 @@ at::Tensor unary(const at::Tensor& self) {
 
 template <lt::Tensor (lt::Tensor::*method)() const>
 at::Tensor& unary_(at::Tensor& self) {
+  check_in_place("unary op", floating_result(self), self);
   write(self, (in(operand(self, "unary op"), compute_dtype(self.scalar_type())).*method)());
   return self;
 }
@@ -222,6 +241,7 @@ at::Tensor pow_scalar(const at::Tensor& self, const at::Scalar& exponent) {
 }
 
 at::Tensor& pow_scalar_(at::Tensor& self, const at::Scalar& exponent) {
+  check_in_place("pow_", at::result_type(self, exponent), self);
   write(self, read(self).pow(exponent.toDouble()));
   return self;
 }
@@ -252,6 +272,16 @@ at::Tensor clamp_min(const at::Tensor& self, const at::Scalar& min) {
 
 at::Tensor clamp_max(const at::Tensor& self, const at::Scalar& max) {
   return clamp_scalars(self, std::nullopt, max);
+}
+
+// torch.maximum and torch.minimum, with PyTorch's type promotion.
+template <bool kMaximum>
+at::Tensor extremum(const at::Tensor& a, const at::Tensor& b) {
+  const char* name = kMaximum ? "maximum" : "minimum";
+  const at::ScalarType type = at::result_type(a, b);
+  const lt::DType dtype = compute_dtype(type);
+  const lt::Tensor x = in(operand(a, name), dtype), y = in(operand(b, name), dtype);
+  return wrap(finish(kMaximum ? lt::maximum(x, y) : lt::minimum(x, y), type));
 }
 
 enum class Compare { eq, ne, lt, le, gt, ge };
@@ -437,6 +467,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_", clamp_);
   m.impl("clamp_min", clamp_min);
   m.impl("clamp_max", clamp_max);
+  m.impl("maximum", extremum<true>);
+  m.impl("minimum", extremum<false>);
 #define LT_UNARY_OP(name, Kind)            \
   m.impl(#name, unary<&lt::Tensor::name>); \
   m.impl(#name "_", unary_<&lt::Tensor::name>);

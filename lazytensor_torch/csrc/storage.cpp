@@ -198,6 +198,23 @@ void write(const at::Tensor& t, const lt::Tensor& value) {
   }
 }
 
+StorageSnapshot::StorageSnapshot(at::TensorList tensors) {
+  saved_.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    const StorageValue& storage = storage_of(t);
+    saved_.push_back({t.storage(), storage.value, storage.dtype});
+  }
+}
+
+void StorageSnapshot::restore() const {
+  // Last first: a storage listed twice ends with the value it had before the first write.
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    auto* storage = static_cast<StorageValue*>(it->storage.data_ptr().get_context());
+    storage->value = it->value;
+    storage->dtype = it->dtype;
+  }
+}
+
 at::Tensor wrap(const lt::Tensor& value) {
   auto* storage = new StorageValue;
   storage->nbytes = static_cast<size_t>(value.numel()) * lt::dtype_size(value.dtype());

@@ -42,6 +42,22 @@ struct Operand {
 Operand operand(const at::Tensor& t, const char* op);
 
 bool is_device_tensor(const at::Tensor& t);
+
+// The values of the storages under `tensors` at construction; restore() puts them back, which
+// undoes every write since (an in-place list op that fails part-way changes nothing).
+class StorageSnapshot {
+ public:
+  explicit StorageSnapshot(at::TensorList tensors);
+  void restore() const;
+
+ private:
+  struct Saved {
+    c10::Storage storage;
+    lt::Tensor value;
+    lt::DType dtype;
+  };
+  std::vector<Saved> saved_;
+};
 // The device: `lazytensor:0`.
 at::Device device();
 

@@ -39,6 +39,11 @@ def test_arithmetic_matches_the_cpu_with_pytorchs_type_promotion():
         (lambda x, y, i: torch.where(x > 0, x, y), "where"),
         (lambda x, y, i: x.addcmul(x, x, value=0.3).addcdiv(x, y.abs() + 1, value=-2), "addc"),
         (lambda x, y, i: x.exp().log().clamp(-1, 1).tanh().sigmoid().rsqrt(), "unary"),
+        (lambda x, y, i: torch.maximum(x, y) - torch.minimum(i, y), "maximum, minimum"),
+        # A c10::Scalar ranks below a rank-0 tensor: f32 stays f32 (the autograd formulas and
+        # the list ops call these overloads).
+        (lambda x, y, i: torch.ops.aten.mul.Scalar(x.sum(), 0.5), "rank 0 times a Scalar"),
+        (lambda x, y, i: torch.ops.aten.add.Scalar(i[0, 0], 2), "integer plus a Scalar"),
     ]
     for f, name in cases:
         want, got = f(a, b, ints), f(da, db, dints).cpu()
