@@ -191,6 +191,13 @@ TEST_P(GemmTest, ShapesCrossingTheBlocksOfTheFallback) {
                    99);
 }
 
+// f32 products with C this wide (n from 2048) run on copies of the operands in the layouts
+// oneDNN reads fastest; padded rows, alpha and beta included.
+TEST_P(GemmTest, WideProductsOnPackedOperands) {
+  check_transposes(GetParam(), {.m = 40, .n = 2050, .k = 70, .pad = 2, .alpha = 0.5, .beta = 1},
+                   111);
+}
+
 TEST_P(GemmTest, RowStridesLongerThanTheRows) {
   check_transposes(GetParam(), {.m = 17, .n = 29, .k = 13, .pad = 5, .alpha = 1, .beta = 0}, 21);
   check_transposes(GetParam(), {.m = 17, .n = 29, .k = 13, .pad = 3, .alpha = 1, .beta = 1}, 31);

@@ -7,8 +7,10 @@
 #include <bit>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -255,7 +257,10 @@ struct MatmulKeyHash {
 
 struct Matmul {
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c;  // the operands as the caller holds them
+  // Operands the primitive reads in another layout (packed_layouts()): copied into it first.
+  std::optional<dnnl::reorder> pack_a, pack_b;
+  dnnl::memory::desc packed_a, packed_b;
 };
 
 // Each thread has its own stream and its own primitives, so calls from several threads share
@@ -271,6 +276,9 @@ struct OnednnThreadState {
   std::unordered_map<MatmulKey, Matmul, MatmulKeyHash> primitives;
   // Keys oneDNN has no primitive for (a batch layout it refuses): tried once per thread.
   std::unordered_set<MatmulKey, MatmulKeyHash> refused;
+  // The packed copies of operands (Matmul::pack_a, pack_b), kept between calls up to
+  // kKeptPackedBytes each.
+  std::vector<std::byte> packed_a, packed_b;
 };
 
 OnednnThreadState& onednn_thread_state() {
@@ -280,6 +288,19 @@ OnednnThreadState& onednn_thread_state() {
 
 dnnl::memory::data_type onednn_type(DType dtype) {
   return dtype == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+// Whether an f32 product runs on operands copied into the layouts oneDNN prefers (A plain,
+// B in the primitive's own blocked layout) rather than as they lie. oneDNN 2.6's f32 kernels
+// read a plain B (dX = dY W) or a transposed A (dW = dY^T X) slowly when C is wide: on an
+// Intel Xeon (AVX-512), BERT-base's feed-forward products with n = 3072 ran at 106-140 GFLOP/s
+// as they lay and 255-305 with the copies included (bench/gemm_benchmark, the oneDNN and
+// wrapper columns). Narrower products (n = 768, and the MLM decoder's dX and dW) lose 4-28% to
+// the copies, so they run as they lie. A fixed rule, not a timing, so that a product always
+// runs the same way (and rounds the same).
+bool packed_layouts(const MatmulKey& key) {
+  return key.dtype == DType::f32 && key.batch_rank == 0 && (key.trans_a || !key.trans_b) &&
+         key.n >= 2048;
 }
 
 Matmul make_matmul(const MatmulKey& key) {
@@ -335,8 +356,24 @@ Matmul make_matmul(const MatmulKey& key) {
     post_ops.append_sum(beta);
     attr.set_post_ops(post_ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, onednn_engine());
-  return {dnnl::matmul(pd), a, b, c};
+  if (!packed_layouts(key)) {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, onednn_engine());
+    return {dnnl::matmul(pd), a, b, c, std::nullopt, std::nullopt, {}, {}};
+  }
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::desc plain_a({key.m, key.k}, type, tag::ab);
+  const dnnl::memory::desc any_b({key.k, key.n}, type, tag::any);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plain_a, any_b, c), attr,
+                                        onednn_engine());
+  Matmul matmul{dnnl::matmul(pd), a, b, c, std::nullopt, std::nullopt, pd.src_desc(),
+                pd.weights_desc()};
+  const auto pack = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+    return std::optional<dnnl::reorder>(
+        dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to)));
+  };
+  if (matmul.packed_a != a) matmul.pack_a = pack(a, matmul.packed_a);
+  if (matmul.packed_b != b) matmul.pack_b = pack(b, matmul.packed_b);
+  return matmul;
 }
 
 // This thread's primitive for `key`, made on first use; nullptr where oneDNN has none.
@@ -354,15 +391,33 @@ const Matmul* primitive_for(const MatmulKey& key) {
   }
 }
 
-void execute(const Matmul& matmul, const void* a, const void* b, void* c) {
-  OnednnThreadState& state = onednn_thread_state();
+// `operand` as the primitive reads it: itself, or its copy in the packed layout (in `buffer`).
+dnnl::memory operand(const std::optional<dnnl::reorder>& pack, const dnnl::memory::desc& given,
+                     const dnnl::memory::desc& packed, const void* data,
+                     std::vector<std::byte>& buffer) {
   const dnnl::engine& engine = onednn_engine();
   // oneDNN reads the sources through non-const handles but does not write them.
+  dnnl::memory as_given(given, engine, const_cast<void*>(data));
+  if (!pack) return as_given;
+  buffer.resize(packed.get_size());
+  dnnl::memory copy(packed, engine, buffer.data());
+  pack->execute(onednn_thread_state().stream, as_given, copy);
+  return copy;
+}
+
+void execute(const Matmul& matmul, const void* a, const void* b, void* c) {
+  OnednnThreadState& state = onednn_thread_state();
   matmul.primitive.execute(
-      state.stream, {{DNNL_ARG_SRC, dnnl::memory(matmul.a, engine, const_cast<void*>(a))},
-                     {DNNL_ARG_WEIGHTS, dnnl::memory(matmul.b, engine, const_cast<void*>(b))},
-                     {DNNL_ARG_DST, dnnl::memory(matmul.c, engine, c)}});
+      state.stream,
+      {{DNNL_ARG_SRC, operand(matmul.pack_a, matmul.a, matmul.packed_a, a, state.packed_a)},
+       {DNNL_ARG_WEIGHTS, operand(matmul.pack_b, matmul.b, matmul.packed_b, b, state.packed_b)},
+       {DNNL_ARG_DST, dnnl::memory(matmul.c, onednn_engine(), c)}});
   state.stream.wait();
+  // The decoder's weight (94 MB in BERT) would otherwise stay with the thread.
+  constexpr size_t kKeptPackedBytes = size_t{64} << 20;
+  for (std::vector<std::byte>* buffer : {&state.packed_a, &state.packed_b}) {
+    if (buffer->capacity() > kKeptPackedBytes) std::vector<std::byte>().swap(*buffer);
+  }
 }
 
 // Runs `key`'s primitive; false where oneDNN made a primitive it then cannot run (oneDNN 2.6
