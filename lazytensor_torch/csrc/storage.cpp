@@ -45,6 +45,11 @@ struct StorageAllocator final : c10::Allocator {
 StorageAllocator allocator;
 
 StorageValue& storage_of(const at::Tensor& t) {
+  // A CPU tensor that reaches a device kernel (in a list with device tensors, say) has a
+  // context of another kind: refused before it is read as a StorageValue.
+  TORCH_CHECK(t.defined() && t.device().type() == c10::DeviceType::PrivateUse1,
+              "lazytensor: expected a tensor on the lazytensor device, got one on ",
+              t.defined() ? t.device().str() : std::string("no device (undefined)"));
   void* context = t.unsafeGetTensorImpl()->unsafe_storage().data_ptr().get_context();
   TORCH_CHECK(context != nullptr, "lazytensor: the tensor has no lazytensor storage");
   return *static_cast<StorageValue*>(context);

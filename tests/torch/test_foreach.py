@@ -113,6 +113,15 @@ def test_a_failing_in_place_list_op_changes_no_tensor():
     assert floats.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_a_list_with_a_cpu_tensor_is_an_error_that_changes_nothing():
+    on_device_ = torch.ones(3).to(DEVICE)
+    on_cpu = torch.ones(3)
+    with pytest.raises(RuntimeError, match="expected a tensor on the lazytensor device"):
+        torch._foreach_mul_([on_device_, on_cpu], 2.0)
+    assert on_device_.cpu().tolist() == [1.0, 1.0, 1.0]
+    assert on_cpu.tolist() == [1.0, 1.0, 1.0]
+
+
 def test_adamw_foreach_and_clip_grad_norm_match_the_cpu_with_nothing_uploaded():
     torch.manual_seed(3)
     cpu_params = [torch.nn.Parameter(torch.randn(s)) for s in [(16, 8), (8,), (4, 4, 2)]]
