@@ -413,7 +413,7 @@ void execute(const Matmul& matmul, const void* a, const void* b, void* c) {
        {DNNL_ARG_WEIGHTS, operand(matmul.pack_b, matmul.b, matmul.packed_b, b, state.packed_b)},
        {DNNL_ARG_DST, dnnl::memory(matmul.c, onednn_engine(), c)}});
   state.stream.wait();
-  // The decoder's weight (94 MB in BERT) would otherwise stay with the thread.
+  // A copy of a very large operand would otherwise stay with the thread until it exits.
   constexpr size_t kKeptPackedBytes = size_t{64} << 20;
   for (std::vector<std::byte>* buffer : {&state.packed_a, &state.packed_b}) {
     if (buffer->capacity() > kKeptPackedBytes) std::vector<std::byte>().swap(*buffer);
