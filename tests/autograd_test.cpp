@@ -286,6 +286,8 @@ TEST_F(GradCheck, NeuralNetworkOps) {
   check("softmax", [](auto& t) { return lt::softmax(t[0], -1); }, {x});
   check("softmax_dim0", [](auto& t) { return lt::softmax(t[0], 0); }, {x});
   check("log_softmax", [](auto& t) { return lt::log_softmax(t[0], 1); }, {x});
+  check("logsumexp", [](auto& t) { return lt::logsumexp(t[0], {-1}); }, {x});
+  check("logsumexp_two_dims_kept", [](auto& t) { return lt::logsumexp(t[0], {0, 2}, true); }, {x});
   check("layer_norm", [](auto& t) { return lt::layer_norm(t[0], {5}, t[1], t[2], 1e-5); },
         {x, Input{Shape{5}}, Input{Shape{5}}});
   check("layer_norm_2d", [](auto& t) { return lt::layer_norm(t[0], {3, 5}); }, {x});

@@ -142,6 +142,59 @@ TEST_F(PyTorchParity, TransformerBlock) {
   }
 }
 
+// logsumexp over one dim or several, kept or dropped, against a double-precision reference;
+// values of ±80 overflow exp() in f32 without the shift by the max; rows of -inf and rows
+// holding +inf give what torch.logsumexp gives.
+class LogSumExp : public lt_test::EngineTest {};
+
+TEST_F(LogSumExp, MatchesADoublePrecisionReferenceAndKeepsInfinities) {
+  const int64_t a = 3, b = 5, c = 7;
+  std::vector<float> x = values(a * b * c, -80, 80);
+  x[0 * b * c + 2 * c + 0] = -INFINITY;  // one -inf in a row of finite values
+  for (int64_t j = 0; j < b; ++j) x[1 * b * c + j * c + 3] = -INFINITY;  // a whole row of -inf
+  x[2 * b * c + 4 * c + 6] = INFINITY;
+  const Tensor t = lt::from_vector(x, Shape{a, b, c});
+  auto at = [&](int64_t i, int64_t j, int64_t k) {
+    return static_cast<double>(x[(i * b + j) * c + k]);
+  };
+  auto reference = [](const std::vector<double>& row) {
+    double max = -INFINITY;
+    for (double v : row) max = std::max(max, v);
+    if (std::isinf(max)) return max;
+    double sum = 0;
+    for (double v : row) sum += std::exp(v - max);
+    return max + std::log(sum);
+  };
+  // Over dim 1, the dims kept or dropped: [a, 1, c] or [a, c].
+  std::vector<double> over_b;
+  for (int64_t i = 0; i < a; ++i) {
+    for (int64_t k = 0; k < c; ++k) {
+      std::vector<double> row;
+      for (int64_t j = 0; j < b; ++j) row.push_back(at(i, j, k));
+      over_b.push_back(reference(row));
+    }
+  }
+  const Tensor kept = t.logsumexp({1}, /*keepdim=*/true);
+  EXPECT_EQ(kept.shape(), (Shape{a, 1, c}));
+  expect_close(kept.to_vector<double>(), over_b, {1e-6, 1e-5});
+  const Tensor dropped = lt::logsumexp(t, {-2});
+  EXPECT_EQ(dropped.shape(), (Shape{a, c}));
+  expect_close(dropped.to_vector<double>(), over_b, {1e-6, 1e-5});
+  // Over dims 0 and 2: [b].
+  std::vector<double> over_ac;
+  for (int64_t j = 0; j < b; ++j) {
+    std::vector<double> row;
+    for (int64_t i = 0; i < a; ++i) {
+      for (int64_t k = 0; k < c; ++k) row.push_back(at(i, j, k));
+    }
+    over_ac.push_back(reference(row));
+  }
+  const Tensor two = t.logsumexp({0, 2});
+  EXPECT_EQ(two.shape(), (Shape{b}));
+  expect_close(two.to_vector<double>(), over_ac, {1e-6, 1e-5});
+  expect_mentions(error_message([&] { t.logsumexp({3}); }), {"logsumexp", "dim 3"});
+}
+
 class Autograd : public lt_test::EngineTest {};
 
 TEST_F(Autograd, GradAccumulatesOverBackwardCallsAndClears) {

@@ -47,6 +47,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight,
 // Computed as exp(x - max) / sum: the max is subtracted, so large inputs do not overflow.
 Tensor softmax(const Tensor& x, int dim);
 Tensor log_softmax(const Tensor& x, int dim);
+Tensor logsumexp(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
 // Normalizes over the last normalized_shape.size() dims (biased variance, as PyTorch), then
 // scales by weight and shifts by bias when they are defined.
 Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,

@@ -97,6 +97,10 @@ class Tensor {
   // Math and NN ops with a method form in PyTorch (lazytensor/functional.h has the rest).
   Tensor softmax(int dim) const;
   Tensor log_softmax(int dim) const;
+  // log(sum(exp(x))) over `dims` (all when empty), computed around the max so that large
+  // inputs do not overflow; a row of -inf gives -inf and one holding +inf gives +inf, as
+  // torch.logsumexp.
+  Tensor logsumexp(const std::vector<int>& dims, bool keepdim = false) const;
   // Variance over `dims` (all when empty), with Bessel's correction when `unbiased`, as
   // torch.var.
   Tensor var(const std::vector<int>& dims = {}, bool unbiased = true, bool keepdim = false) const;

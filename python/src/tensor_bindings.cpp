@@ -591,6 +591,12 @@ void bind_tensor_reductions(TensorClass& cls) {
           "dim"_a = nb::none(), "unbiased"_a = true, "keepdim"_a = false)
       .def("softmax", &Tensor::softmax, "dim"_a)
       .def("log_softmax", &Tensor::log_softmax, "dim"_a)
+      .def(
+          "logsumexp",
+          [](const Tensor& t, const Dims& dim, bool keepdim) {
+            return t.logsumexp(dims_of(dim, t), keepdim);
+          },
+          "dim"_a, "keepdim"_a = false)
       .def("matmul", &Tensor::matmul, "other"_a);
 }
 

@@ -107,7 +107,8 @@ def test_the_device_loads_whatever_is_imported_first(imports):
 
 @pytest.mark.parametrize("case", [
     "cross_entropy_none", "cross_entropy_sum", "cross_entropy_1d", "gelu_tanh", "layer_norm_plain",
-    "log_softmax", "embedding_padding", "gather", "index_pair", "addmm_scaled", "norms"])
+    "log_softmax", "nll_and_another_use", "logsumexp", "logsumexp_kept", "embedding_padding",
+    "gather", "index_pair", "addmm_scaled", "norms"])
 def test_nn_ops_and_their_gradients_match_the_cpu(case):
     F = torch.nn.functional
     g = torch.Generator().manual_seed(torch.seed() % 2**31)
@@ -122,6 +123,11 @@ def test_nn_ops_and_their_gradients_match_the_cpu(case):
         "gelu_tanh": lambda x, t, i: F.gelu(x, approximate="tanh"),
         "layer_norm_plain": lambda x, t, i: F.layer_norm(x, (5,)),
         "log_softmax": lambda x, t, i: F.log_softmax(x, 0) * F.softmax(x, 1),
+        # The log-probabilities' gradient is the NLL's plus another: not the NLL's alone.
+        "nll_and_another_use": lambda x, t, i: (lambda lp: F.nll_loss(lp, i) + lp * 0.5)(
+            F.log_softmax(x, 1)),
+        "logsumexp": lambda x, t, i: torch.logsumexp(x * 30, 1),
+        "logsumexp_kept": lambda x, t, i: torch.logsumexp(x, (0, 1), keepdim=True),
         "embedding_padding": lambda x, t, i: F.embedding(i.clamp(min=0), t, padding_idx=3) * 2,
         "gather": lambda x, t, i: torch.gather(x, 1, i.clamp(min=0)[:, None].expand(6, 3)),
         "index_pair": lambda x, t, i: t[i.clamp(min=0), 1:][:, None] * x[i.clamp(min=0), :3],
