@@ -178,6 +178,9 @@ def test_matmul_and_nn_ops_match_numpy(rng):
     e = np.exp(a - a.max(-1, keepdims=True))
     close(lt.softmax(ta, -1), e / e.sum(-1, keepdims=True))
     close(ta.log_softmax(-1), np.log(e / e.sum(-1, keepdims=True)), atol=1e-5)
+    close(lt.logsumexp(ta, -1), np.log(np.exp(a.astype(np.float64)).sum(-1)), atol=1e-5)
+    close(ta.logsumexp((0, 2), keepdim=True),
+          np.log(np.exp(a.astype(np.float64)).sum((0, 2), keepdims=True)), atol=1e-5)
     mu, var = a.mean(-1, keepdims=True), a.var(-1, keepdims=True)
     close(lt.nn.functional.layer_norm(ta, [4]), (a - mu) / np.sqrt(var + 1e-5), atol=1e-5)
     close(lt.cat([ta, ta], 1), np.concatenate([a, a], 1))
