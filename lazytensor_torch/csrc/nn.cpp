@@ -160,8 +160,7 @@ at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor&
   const lt::Tensor g = read(grad_output), y = read(output);
   const int d = static_cast<int>(dim);
   lt::Tensor class_sums;
-  if (d == y.dim() - 1 && !last_nll_gradient.gradient.expired() &&
-      last_nll_gradient.gradient.lock() == g.impl()) {
+  if (d == y.dim() - 1 && last_nll_gradient.gradient.lock() == g.impl()) {
     class_sums = std::exchange(last_nll_gradient, {}).class_sums;
   } else {
     class_sums = g.sum({d}, true);
@@ -286,15 +285,17 @@ at::Tensor& normal(at::Tensor& self, double mean, double std, std::optional<at::
 
 // The backward's [N, C] gradient: nonzero at each row's target column only.
 struct Picked {
-  lt::Tensor hit;    // [N, C] bool: the target's column
-  lt::Tensor valid;  // [N] floating: 1 where the target is not ignore_index
+  lt::Tensor hit;       // [N, C] bool: the target's column
+  lt::Tensor valid;     // [N] bool: the target is not ignore_index
+  lt::Tensor in_range;  // [N] f64: 1 where the target is a class (its row of hit holds a true)
 };
 
 Picked pick(const lt::Tensor& log_probs, const lt::Tensor& target, int64_t ignore_index) {
   const int64_t classes = log_probs.shape()[log_probs.dim() - 1];
   const lt::Tensor ids = target.to(lt::DType::f64);
   const lt::Tensor columns = lt::arange(static_cast<double>(classes), lt::DType::f64);
-  return {columns.eq(ids.unsqueeze(-1)), ids.ne(static_cast<double>(ignore_index))};
+  return {columns.eq(ids.unsqueeze(-1)), ids.ne(static_cast<double>(ignore_index)),
+          ids.ge(0.0).to(lt::DType::f64) * ids.lt(static_cast<double>(classes)).to(lt::DType::f64)};
 }
 
 std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
@@ -346,10 +347,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   const lt::Tensor gradient = lt::where(picked.hit, -scale, lt::zeros({}, logp.dtype()));
   // Each row's sum over the classes: its one nonzero element (none for a target outside the
   // classes, which the forward refused), so the sum is exact.
-  const int64_t classes = logp.shape()[logp.dim() - 1];
-  const lt::Tensor ids = read(target).to(lt::DType::f64);
-  lt::Tensor in_range =
-      ids.ge(0.0).to(logp.dtype()) * ids.lt(static_cast<double>(classes)).to(logp.dtype());
+  lt::Tensor in_range = picked.in_range.to(logp.dtype());
   if (logp.dim() == 2) in_range = in_range.unsqueeze(-1);
   last_nll_gradient = {gradient.impl(), -scale * in_range};
   return wrap(gradient);

@@ -498,8 +498,7 @@ def _method_as_function(name):
 
 for _name in _C._unary_functions + (
               "sum", "mean", "amax", "argmax", "norm", "var", "logsumexp", "clamp", "pow",
-              "maximum",
-              "minimum", "lerp", "addcmul", "addcdiv", "reshape", "flatten", "transpose",
+              "maximum", "minimum", "lerp", "addcmul", "addcdiv", "reshape", "flatten", "transpose",
               "permute", "unsqueeze", "squeeze", "narrow", "select", "index_select",
               "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "clone", "detach"):
     globals()[_name] = _method_as_function(_name)

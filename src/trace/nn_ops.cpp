@@ -20,6 +20,7 @@ namespace lt {
 namespace {
 
 using trace::normalize_dim;
+using trace::reduce_mask;
 
 void check_floating(const char* op, const Tensor& x) {
   trace::value_of(x, op);
@@ -102,13 +103,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 Tensor Tensor::logsumexp(const std::vector<int>& dims, bool keepdim) const {
   const runtime::TraceScope scope("logsumexp");
   check_floating("logsumexp", *this);
-  const int rank = this->dim();
-  std::vector<bool> reduced(static_cast<size_t>(std::max(rank, 1)), dims.empty());
-  for (int k : dims) {
-    const int d = normalize_dim("logsumexp", k, rank);
-    if (reduced[d]) throw Error("logsumexp: dim " + std::to_string(k) + " appears more than once");
-    reduced[d] = true;
-  }
+  const uint32_t reduced = reduce_mask("logsumexp", shape(), dims);
   Tensor lse;  // keeping the reduced dims
   {
     const NoGradGuard no_grad;
@@ -128,8 +123,8 @@ Tensor Tensor::logsumexp(const std::vector<int>& dims, bool keepdim) const {
   }
   if (keepdim) return lse;
   std::vector<int64_t> sizes;
-  for (int d = 0; d < rank; ++d) {
-    if (!reduced[d]) sizes.push_back(shape()[d]);
+  for (int d = 0; d < this->dim(); ++d) {
+    if (!(reduced >> d & 1)) sizes.push_back(shape()[d]);
   }
   return lse.reshape(sizes);
 }

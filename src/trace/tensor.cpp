@@ -22,6 +22,7 @@ namespace lt {
 using autograd::Gradients;
 using ir::OpKind;
 using trace::elementwise;
+using trace::reduce_mask;
 using trace::scalar;
 using trace::value_of;
 
@@ -85,27 +86,6 @@ ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double 
       elementwise(op, OpKind::Mul, {scalar(value, dtype, device), trace::cast(v1, dtype)});
   term = elementwise(op, kind, {term, trace::cast(v2, dtype)});
   return elementwise(op, OpKind::Add, {vs, term});
-}
-
-// Normalizes reduction dims (negative counts from the end) into a mask; checks the range.
-uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>& dims) {
-  uint32_t mask = 0;
-  const int rank = shape.rank();
-  // As torch.sum(x, dim=[]): no dims means all of them.
-  if (dims.empty()) return rank == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << rank) - 1);
-  for (int dim : dims) {
-    const int d = dim < 0 ? dim + rank : dim;
-    if (d < 0 || d >= std::max(rank, 1) || (rank == 0 && d != 0)) {
-      throw Error(std::string(op) + ": dim " + std::to_string(dim) +
-                  " is out of range for a tensor of shape " + shape.str() + " (rank " +
-                  std::to_string(rank) + ")");
-    }
-    if (mask >> d & 1) {
-      throw Error(std::string(op) + ": dim " + std::to_string(dim) + " appears more than once");
-    }
-    mask |= uint32_t{1} << d;
-  }
-  return rank == 0 ? 0 : mask;
 }
 
 std::vector<int> mask_dims(uint32_t mask, int rank) {

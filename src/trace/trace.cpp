@@ -57,6 +57,26 @@ int normalize_dim(const char* op, int dim, int rank) {
   return dim < 0 ? dim + bound : dim;
 }
 
+uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>& dims) {
+  uint32_t mask = 0;
+  const int rank = shape.rank();
+  // As torch.sum(x, dim=[]): no dims means all of them.
+  if (dims.empty()) return rank == 0 ? 0 : static_cast<uint32_t>((uint64_t{1} << rank) - 1);
+  for (int dim : dims) {
+    const int d = dim < 0 ? dim + rank : dim;
+    if (d < 0 || d >= std::max(rank, 1) || (rank == 0 && d != 0)) {
+      throw Error(std::string(op) + ": dim " + std::to_string(dim) +
+                  " is out of range for a tensor of shape " + shape.str() + " (rank " +
+                  std::to_string(rank) + ")");
+    }
+    if (mask >> d & 1) {
+      throw Error(std::string(op) + ": dim " + std::to_string(dim) + " appears more than once");
+    }
+    mask |= uint32_t{1} << d;
+  }
+  return rank == 0 ? 0 : mask;
+}
+
 bool check_host_ids(const char* op, const char* what, const ir::NodePtr& ids, int64_t size,
                     std::optional<int64_t> ignore) {
   // Through views that keep every element once (reshape, permute, squeeze): the same values.

@@ -64,6 +64,9 @@ void check_shape(const char* op, const Shape& shape);
 // `dim` in [-rank, rank) (a rank-0 tensor takes 0 and -1, as PyTorch's) as a dim in [0, rank);
 // lt::Error naming `op`, the dim and the valid range otherwise.
 int normalize_dim(const char* op, int dim, int rank);
+// Reduction dims (negative counts from the end; none means all, as torch.sum(x, dim=[])) as a
+// mask of the dims of `shape`; lt::Error naming `op` for a dim out of range or given twice.
+uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>& dims);
 void check_dtype(const char* op, DType dtype);
 // Throws unless ops that compute (not only move or convert values) exist for `dtype`.
 void check_arithmetic(const char* op, DType dtype);
