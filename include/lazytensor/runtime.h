@@ -112,6 +112,12 @@ void set_max_kernel_ops(size_t ops);
 // read from memory once (LT_ROW_GROUPS, default on). Off: launch by launch, for comparison.
 void set_row_groups(bool enabled);
 bool row_groups();
+// Sizes as kernel arguments (LT_SYMBOLIC_SIZES, default on): a graph's cache key keeps only
+// the sizes that are 0 or 1, so a new batch size or sequence length finds the graph compiled
+// for another and binds its own sizes at launch (counted by the SizeBind counter). Off: each
+// size compiles a graph of its own, for comparison.
+void set_symbolic_sizes(bool enabled);
+bool symbolic_sizes();
 // A loop that never calls mark_step() grows one graph without bound. Past `nodes` live IR
 // nodes (LT_GRAPH_WARN_NODES, default 1,000,000) a warning says so once on stderr; past
 // LT_AUTO_CUT_NODES (default 4,000,000; 0: never) the next op cuts the graph as mark_step()

@@ -96,6 +96,8 @@ void bind_runtime(nb::module_& m) {
   m.def("set_max_kernel_ops", &lt::set_max_kernel_ops, "ops"_a);
   m.def("set_row_groups", &lt::set_row_groups, "enabled"_a);
   m.def("row_groups", &lt::row_groups);
+  m.def("set_symbolic_sizes", &lt::set_symbolic_sizes, "enabled"_a);
+  m.def("symbolic_sizes", &lt::symbolic_sizes);
   // Graph size guards and debugging.
   m.def("set_graph_warn_nodes", &lt::set_graph_warn_nodes, "nodes"_a);
   m.def("set_auto_cut_nodes", &lt::set_auto_cut_nodes, "nodes"_a);

@@ -15,8 +15,8 @@
 
 namespace lt::backend {
 
-// A compiled graph. Backends derive their own; the executor sees only what it needs to
-// choose buffers for the outputs.
+// A compiled graph bound to one graph's sizes: what runs. Backends derive their own; the
+// executor sees only what it needs to choose buffers for the outputs.
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -27,6 +27,18 @@ class Executable {
   int64_t num_kernels = 0;
   int64_t num_launches = 0;
   int64_t temporary_bytes = 0;  // device memory for the temporaries while it runs
+};
+
+// A graph compiled once for every graph of its signature (same structure, and the same dims
+// of 0 and 1; other sizes differ): its plan and kernels. Sizes are bound at launch.
+class CompiledGraph {
+ public:
+  virtual ~CompiledGraph() = default;
+  // The executable for `graph`'s sizes (graph has the signature this was compiled for), or
+  // null when they break an assumption the plan rests on (`why` then says which): that graph
+  // needs a compile of its own.
+  virtual std::shared_ptr<Executable> bind(const ir::Graph& graph, std::string* why) const = 0;
+  int64_t num_kernels = 0;
 };
 
 // How a graph is cut into kernels, as the runtime's settings were when its cut began (the
@@ -90,8 +102,8 @@ class Backend {
   // Waits for src's value, then copies it to host memory. Throws if src failed.
   virtual void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) = 0;
 
-  virtual std::shared_ptr<Executable> compile(const ir::Graph& graph,
-                                              const CompileOptions& options) = 0;
+  virtual std::shared_ptr<CompiledGraph> compile(const ir::Graph& graph,
+                                                 const CompileOptions& options) = 0;
   virtual void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) = 0;
   // Enqueues a marker that records when the stream reaches it.
   virtual DeviceEvent record_event() = 0;

@@ -11,46 +11,37 @@ namespace lt::compiler {
 
 namespace {
 
-// The leading dims a single-kernel reduction launch keeps when it reduces a suffix of its dims
-// (the rows it computes one result for); empty if it is not such a launch.
-std::vector<int64_t> reduced_rows(const ExecutionPlan& plan, const PlannedLaunch& launch) {
-  if (launch.kernels.size() != 1) return {};
+// How many leading dims a single-kernel reduction launch keeps when it reduces a suffix of its
+// dims (the rows it computes one result for); 0 if it is not such a launch. Sizes enter only
+// as dims of 0 and 1, which the graph's signature keeps.
+int reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& plan,
+                     const PlannedLaunch& launch) {
+  if (launch.kernels.size() != 1) return 0;
   const Kernel& kernel = plan.kernels[launch.kernels[0]];
-  if (kernel.opaque >= 0 || kernel.program.reduce == ReduceKind::None) return {};
-  const Shape& space = kernel.iteration_shape;
+  if (kernel.opaque >= 0 || kernel.program.reduce == ReduceKind::None) return 0;
+  const Shape& space = iteration_shape(graph, kernel);
   int first = space.rank();
   while (first > 0 && (kernel.reduce_mask >> (first - 1) & 1)) --first;
-  if (first == 0 || first == space.rank()) return {};
-  for (int d = 0; d < first; ++d) {
-    if (kernel.reduce_mask >> d & 1) return {};  // a reduced dim among the kept ones
-  }
-  std::vector<int64_t> rows(space.begin(), space.begin() + first);
+  if (first == 0 || first == space.rank()) return 0;
   int64_t count = 1;
-  for (int64_t r : rows) count *= r;
-  if (count < 2) return {};
-  return rows;
+  for (int d = 0; d < first; ++d) {
+    if (kernel.reduce_mask >> d & 1) return 0;  // a reduced dim among the kept ones
+    count *= space[d];
+  }
+  return count < 2 ? 0 : first;
 }
 
-// Whether a kernel reading `node` reads its storage element for element: the node is no view,
-// or a view of all of its storage with contiguous strides (a reshape).
-bool reads_storage_in_order(const ir::Graph& graph, uint32_t node) {
-  const ir::Node& value = graph.node(node);
-  if (!ir::is_view(value.op)) return true;
-  if (value.view_offset() != 0 ||
-      value.shape.numel() != graph.node(graph.operand(node, 0)).shape.numel()) {
-    return false;
-  }
-  int64_t stride = 1;
-  for (int d = value.shape.rank() - 1; d >= 0; --d) {
-    if (value.shape[d] != 1 && value.view_stride(d) != stride) return false;
-    stride *= value.shape[d];
-  }
-  return true;
-}
+// The rows of a row group: the first `dims` dims of `node`'s shape.
+struct Rows {
+  uint32_t node = 0;
+  int dims = 0;
+};
 
-bool starts_with(const Shape& shape, const std::vector<int64_t>& prefix) {
-  if (shape.rank() < static_cast<int>(prefix.size())) return false;
-  return std::equal(prefix.begin(), prefix.end(), shape.begin());
+// Whether `node`'s shape starts with the rows (an assumption the plan records).
+bool starts_with_rows(const ir::Graph& graph, ExecutionPlan& plan, uint32_t node,
+                      const Rows& rows) {
+  return graph.node(node).shape.rank() >= rows.dims &&
+         plan.assumptions.same_leading_dims(graph, node, rows.node, rows.dims);
 }
 
 // Reorders launches so that row groups are consecutive, and marks them. A group starts with a
@@ -62,7 +53,7 @@ bool starts_with(const Shape& shape, const std::vector<int64_t>& prefix) {
 void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   std::vector<PlannedLaunch> ordered;
   std::vector<PlannedLaunch> group;
-  std::vector<int64_t> rows;
+  Rows rows;
   std::set<uint32_t> written;    // nodes the open group writes
   std::set<uint32_t> read_rows;  // storage its launches read row for row
   // Whether `kernel` reads `node` row for row: a value (or a reshape of all of a storage, as
@@ -70,10 +61,11 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   // the group's rows.
   auto row_for_row = [&](const Kernel& kernel, uint32_t node, bool reshape_allowed) {
     const ir::Node& value = graph.node(node);
-    const bool in_place =
-        reshape_allowed ? reads_storage_in_order(graph, node) : !ir::is_view(value.op);
-    return in_place && value.shape.rank() == kernel.iteration_shape.rank() &&
-           starts_with(value.shape, rows);
+    const bool in_place = reshape_allowed
+                              ? plan.assumptions.reads_storage_in_order(graph, node)
+                              : !ir::is_view(value.op);
+    return in_place && value.shape.rank() == iteration_shape(graph, kernel).rank() &&
+           starts_with_rows(graph, plan, node, rows);
   };
   auto reads_group = [&](const PlannedLaunch& launch) {
     for (uint32_t k : launch.kernels) {
@@ -86,8 +78,11 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   auto joins = [&](const PlannedLaunch& launch) {
     if (launch.kernels.size() != 1) return false;
     const Kernel& kernel = plan.kernels[launch.kernels[0]];
-    if (kernel.opaque >= 0 || !starts_with(kernel.iteration_shape, rows)) return false;
-    if (kernel.program.reduce != ReduceKind::None && reduced_rows(plan, launch) != rows) {
+    if (kernel.opaque >= 0 || !starts_with_rows(graph, plan, kernel.shape_node, rows)) {
+      return false;
+    }
+    if (kernel.program.reduce != ReduceKind::None &&
+        reduced_row_dims(graph, plan, launch) != rows.dims) {
       return false;
     }
     bool shares_rows = false;
@@ -116,14 +111,13 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   auto flush = [&] {
     if (group.size() > 1) {
       group.front().row_group = static_cast<uint32_t>(group.size());
-      group.front().rows = 1;
-      for (int64_t r : rows) group.front().rows *= r;
+      group.front().row_dims = rows.dims;
     }
     for (PlannedLaunch& launch : group) ordered.push_back(std::move(launch));
     group.clear();
     written.clear();
     read_rows.clear();
-    rows.clear();
+    rows = Rows{};
   };
   for (PlannedLaunch& launch : plan.launches) {
     if (!group.empty()) {
@@ -137,8 +131,8 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
       }
       flush();
     }
-    rows = reduced_rows(plan, launch);
-    if (rows.empty()) {
+    rows = Rows{plan.kernels[launch.kernels[0]].shape_node, reduced_row_dims(graph, plan, launch)};
+    if (rows.dims == 0) {
       ordered.push_back(std::move(launch));
     } else {
       add_to_group(std::move(launch));
@@ -148,15 +142,15 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   plan.launches = std::move(ordered);
 }
 
+}  // namespace
+
 // Packs the temporaries into one arena. A temporary and the ones that take over its buffer are
-// one block, live from the first one's writing launch to the last one's last reading launch
-// (widened to whole row groups, whose launches run interleaved). Blocks are placed largest
-// first, each at the lowest offset where it overlaps no placed block that is live at the same
-// time: the usual greedy packing for buffers with known lifetimes, within a few percent of
-// the peak of live bytes on training graphs.
-void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
-                  const std::vector<uint32_t>& group_last) {
-  const size_t num_temps = plan.temp_bytes.size();
+// one block, live from the first one's writing launch to the last one's last reading launch.
+// Blocks are placed largest first, each at the lowest offset where it overlaps no placed block
+// that is live at the same time: the usual greedy packing for buffers with known lifetimes,
+// within a few percent of the peak of live bytes on training graphs.
+ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph) {
+  const size_t num_temps = plan.temp_nodes.size();
   std::vector<uint32_t> root(num_temps);
   for (uint32_t t = 0; t < num_temps; ++t) {
     // A temporary takes over one written earlier, so its root is already known.
@@ -169,11 +163,12 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
   };
   std::vector<Block> blocks(num_temps);
   for (uint32_t t = 0; t < num_temps; ++t) {
+    const ir::Node& value = graph.node(plan.temp_nodes[t]);
+    const size_t bytes = static_cast<size_t>(value.shape.numel()) * dtype_size(value.dtype);
     Block& b = blocks[root[t]];
-    b.bytes = std::max(
-        b.bytes, (plan.temp_bytes[t] + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
-    b.begin = std::min(b.begin, group_first[plan.temp_first_launch[t]]);
-    b.end = std::max(b.end, group_last[plan.temp_last_launch[t]]);
+    b.bytes = std::max(b.bytes, (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
+    b.begin = std::min(b.begin, plan.temp_first_launch[t]);
+    b.end = std::max(b.end, plan.temp_last_launch[t]);
   }
   std::vector<uint32_t> order;
   for (uint32_t t = 0; t < num_temps; ++t) {
@@ -183,6 +178,7 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
     return blocks[a].bytes != blocks[b].bytes ? blocks[a].bytes > blocks[b].bytes
                                               : blocks[a].begin < blocks[b].begin;
   });
+  ArenaLayout layout;
   std::vector<uint32_t> placed;
   std::vector<std::pair<size_t, size_t>> taken;  // [offset, end) of live placed blocks
   for (uint32_t r : order) {
@@ -201,15 +197,26 @@ void assign_arena(ExecutionPlan& plan, const std::vector<uint32_t>& group_first,
       offset = std::max(offset, stop);
     }
     block.offset = offset;
-    plan.arena_bytes = std::max(plan.arena_bytes, offset + block.bytes);
+    layout.arena_bytes = std::max(layout.arena_bytes, offset + block.bytes);
     placed.push_back(r);
   }
-  plan.temp_offset.resize(num_temps);
-  for (uint32_t t = 0; t < num_temps; ++t) plan.temp_offset[t] = blocks[root[t]].offset;
+  layout.temp_offset.resize(num_temps);
+  for (uint32_t t = 0; t < num_temps; ++t) layout.temp_offset[t] = blocks[root[t]].offset;
   // Empty temporaries (no elements) still get a real address: routines such as memcpy must
   // not be handed null, even for zero bytes.
-  if (num_temps > 0) plan.arena_bytes = std::max(plan.arena_bytes, kArenaAlignment);
+  if (num_temps > 0) layout.arena_bytes = std::max(layout.arena_bytes, kArenaAlignment);
+  return layout;
 }
+
+int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch) {
+  const PlannedLaunch& first = plan.launches[launch];
+  const Shape& space = iteration_shape(graph, plan.kernels[first.kernels.front()]);
+  int64_t rows = 1;
+  for (int d = 0; d < first.row_dims; ++d) rows *= space[d];
+  return rows;
+}
+
+namespace {
 
 // One plan's work, phase by phase: slots and scalar positions, launches (and row groups),
 // where each slot is first written and last read, temporaries written over dying ones, the
@@ -228,7 +235,6 @@ class Planner {
     span_row_groups();
     index_readers();
     reuse_temporaries();
-    assign_arena(plan_, group_first_, group_last_);
     find_donation_candidates();
     return std::move(plan_);
   }
@@ -270,9 +276,8 @@ class Planner {
   // The slot of `node`; a temporary gets one where it is first met (written) at `launch`.
   int slot_for(uint32_t node, uint32_t launch) {
     if (plan_.slot_of[node] < 0) {
-      const ir::Node& value = graph_.node(node);
-      plan_.slot_of[node] = first_temp_ + static_cast<int32_t>(plan_.temp_bytes.size());
-      plan_.temp_bytes.push_back(value.shape.numel() * dtype_size(value.dtype));
+      plan_.slot_of[node] = first_temp_ + static_cast<int32_t>(plan_.temp_nodes.size());
+      plan_.temp_nodes.push_back(node);
       plan_.temp_first_launch.push_back(launch);
       plan_.temp_last_launch.push_back(launch);
     }
@@ -303,7 +308,8 @@ class Planner {
   }
 
   // The launches of a row group run interleaved, row block by row block: for ordering they
-  // count as one, from the group's first launch to its last.
+  // count as one, from the group's first launch to its last, and so do the temporaries'
+  // lifetimes.
   void span_row_groups() {
     group_first_.assign(plan_.launches.size(), 0);
     group_last_.assign(plan_.launches.size(), 0);
@@ -315,15 +321,15 @@ class Planner {
       }
       l += count;
     }
+    for (size_t t = 0; t < plan_.temp_nodes.size(); ++t) {
+      plan_.temp_first_launch[t] = group_first_[plan_.temp_first_launch[t]];
+      plan_.temp_last_launch[t] = group_last_[plan_.temp_last_launch[t]];
+    }
   }
 
   // Each temporary's node, and per slot the kernels that read it (through views too).
   void index_readers() {
-    temp_node_.assign(plan_.temp_bytes.size(), 0);
-    for (uint32_t i = 0; i < graph_.nodes.size(); ++i) {
-      if (plan_.slot_of[i] >= first_temp_) temp_node_[plan_.slot_of[i] - first_temp_] = i;
-    }
-    readers_.assign(plan_.temp_bytes.size() + first_temp_, {});
+    readers_.assign(plan_.temp_nodes.size() + first_temp_, {});
     for (uint32_t k = 0; k < plan_.kernels.size(); ++k) {
       for (uint32_t node : plan_.kernels[k].input_nodes) {
         const int slot = plan_.slot_of[storage_node(graph_, node)];
@@ -337,16 +343,17 @@ class Planner {
   // Whether kernel k, in a row group, reads slot `slot` only row for row: each block of the
   // group's rows reads only those rows of it, so a later launch of the group may overwrite
   // them.
-  bool reads_rows(uint32_t k, int slot) const {
+  bool reads_rows(uint32_t k, int slot) {
     const Kernel& kernel = plan_.kernels[k];
-    const std::vector<int64_t> rows =
-        reduced_rows(plan_, plan_.launches[group_first_[launch_of_kernel_[k]]]);
-    if (rows.empty()) return false;
+    const PlannedLaunch& first = plan_.launches[group_first_[launch_of_kernel_[k]]];
+    const Rows rows{plan_.kernels[first.kernels.front()].shape_node,
+                    reduced_row_dims(graph_, plan_, first)};
+    if (rows.dims == 0) return false;
     for (uint32_t node : kernel.input_nodes) {
       if (plan_.slot_of[storage_node(graph_, node)] != slot) continue;
-      const ir::Node& value = graph_.node(node);
-      if (!reads_storage_in_order(graph_, node) ||
-          value.shape.rank() != kernel.iteration_shape.rank() || !starts_with(value.shape, rows)) {
+      if (!plan_.assumptions.reads_storage_in_order(graph_, node) ||
+          graph_.node(node).shape.rank() != iteration_shape(graph_, kernel).rank() ||
+          !starts_with_rows(graph_, plan_, node, rows)) {
         return false;
       }
     }
@@ -359,17 +366,18 @@ class Planner {
   // or reads only its rows earlier in k's row group. A kernel reads an input element for
   // element exactly when the input has as many elements as the iteration space (it broadcasts
   // to it, so no dim is expanded).
-  bool may_overwrite(uint32_t k, int slot, const ir::Node& out) const {
+  bool may_overwrite(uint32_t k, int slot, uint32_t out) {
     const Kernel& kernel = plan_.kernels[k];
-    const ir::Node& in =
-        graph_.node(slot < first_temp_ ? graph_.inputs[slot] : temp_node_[slot - first_temp_]);
-    if (in.dtype != out.dtype || in.shape.numel() != out.shape.numel() ||
-        in.shape.numel() != kernel.iteration_shape.numel()) {
+    const uint32_t in =
+        slot < first_temp_ ? graph_.inputs[slot] : plan_.temp_nodes[slot - first_temp_];
+    if (graph_.node(in).dtype != graph_.node(out).dtype ||
+        !plan_.assumptions.same_numel(graph_, in, out) ||
+        !plan_.assumptions.same_numel(graph_, in, kernel.shape_node)) {
       return false;
     }
     for (uint32_t node : kernel.input_nodes) {
       if (plan_.slot_of[storage_node(graph_, node)] == slot &&
-          !reads_storage_in_order(graph_, node)) {
+          !plan_.assumptions.reads_storage_in_order(graph_, node)) {
         return false;
       }
     }
@@ -388,7 +396,7 @@ class Planner {
   // Temporaries written over dying ones: the bias added to a GEMM's result, a gradient
   // scaled by clipping, a loss gradient over the logits it is computed from.
   void reuse_temporaries() {
-    const size_t num_temps = plan_.temp_bytes.size();
+    const size_t num_temps = plan_.temp_nodes.size();
     plan_.temp_reuses.assign(num_temps, -1);
     std::vector<char> taken(num_temps, 0);
     for (uint32_t l = 0; l < plan_.launches.size(); ++l) {
@@ -402,7 +410,7 @@ class Planner {
             const int slot = plan_.slot_of[storage_node(graph_, node)];
             if (slot < first_temp_ || slot == out_slot) continue;
             const size_t t = static_cast<size_t>(slot - first_temp_);
-            if (taken[t] || !may_overwrite(k, slot, graph_.node(out_node))) continue;
+            if (taken[t] || !may_overwrite(k, slot, out_node)) continue;
             taken[t] = 1;
             plan_.temp_reuses[out_slot - first_temp_] = static_cast<int32_t>(t);
             break;
@@ -432,11 +440,12 @@ class Planner {
       if (static_cast<int64_t>(plan_.output_launch[o]) <= last_fallible) continue;
       const Kernel& kernel = plan_.kernels[writer_[o]];
       if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
-      const ir::Node& out = graph_.node(graph_.outputs[o]);
       for (uint32_t node : kernel.input_nodes) {
         const int slot = plan_.slot_of[storage_node(graph_, node)];
         if (slot >= plan_.num_inputs) continue;
-        if (may_overwrite(writer_[o], slot, out)) plan_.donation_candidates[o].push_back(slot);
+        if (may_overwrite(writer_[o], slot, graph_.outputs[o])) {
+          plan_.donation_candidates[o].push_back(slot);
+        }
       }
     }
   }
@@ -448,7 +457,6 @@ class Planner {
   std::vector<int32_t> writer_;                     // per output, the kernel that writes it
   std::vector<uint32_t> launch_of_kernel_;          // per kernel
   std::vector<uint32_t> group_first_, group_last_;  // per launch, its row group's span
-  std::vector<uint32_t> temp_node_;                 // per temporary
   std::vector<std::vector<uint32_t>> readers_;      // per slot, the kernels reading it
 };
 

@@ -1,11 +1,14 @@
 #pragma once
 // How a graph's kernels run, decided once when it compiles and the same for every backend:
 // the fused kernels, their grouping into launches, the buffer each value lives in, where each
-// scalar argument comes from, and which outputs may take over an input's buffer.
+// scalar argument comes from, and which outputs may take over an input's buffer. A plan holds
+// no sizes: it serves every graph of its signature whose sizes satisfy its assumptions, and
+// what depends on sizes (the arena's layout, a row group's row count) is computed for each.
 #include <cstdint>
 #include <vector>
 
 #include "compiler/fusion.h"
+#include "compiler/size_assumptions.h"
 #include "ir/graph.h"
 
 namespace lt::compiler {
@@ -15,12 +18,13 @@ namespace lt::compiler {
 struct PlannedLaunch {
   std::vector<uint32_t> kernels;  // indices into ExecutionPlan::kernels, in order
   // Row groups: on its first launch, row_group > 1 says that this launch and the next
-  // row_group - 1 iterate the same `rows` (the leading dims of a reduction over trailing dims,
-  // as softmax, layer norm and cross-entropy have) and read each other's results only row for
-  // row. A backend may run them row block by row block: the block's rows are read from memory
-  // once and from cache by the others, instead of once per launch.
+  // row_group - 1 iterate the same rows (the first row_dims dims of this launch's iteration
+  // space: the kept dims of a reduction over trailing dims, as softmax, layer norm and
+  // cross-entropy have) and read each other's results only row for row. A backend may run
+  // them row block by row block: the block's rows are read from memory once and from cache by
+  // the others, instead of once per launch.
   uint32_t row_group = 1;
-  int64_t rows = 0;
+  int row_dims = 0;
 };
 
 struct ExecutionPlan {
@@ -29,9 +33,10 @@ struct ExecutionPlan {
   // Buffer slots: the graph's inputs, then its outputs, then temporaries.
   int num_inputs = 0;
   int num_outputs = 0;
-  std::vector<size_t> temp_bytes;
-  // Per temporary: the launch that writes it and the last launch that reads it. A temporary
-  // needs memory only in between, so a long chain cut into many kernels holds few at a time.
+  std::vector<uint32_t> temp_nodes;  // the graph node each temporary holds
+  // Per temporary: the launch that writes it and the last launch that reads it, widened to
+  // whole row groups (whose launches run interleaved). A temporary needs memory only in
+  // between, so a long chain cut into many kernels holds few at a time.
   std::vector<uint32_t> temp_first_launch;
   std::vector<uint32_t> temp_last_launch;
   // Per temporary: the temporary whose buffer it takes over, or -1 for a buffer of its own. An
@@ -40,13 +45,6 @@ struct ExecutionPlan {
   // result, a gradient scaled by clipping, the loss gradient over the logits): one buffer
   // instead of two.
   std::vector<int32_t> temp_reuses;
-  // All temporaries live in one arena of arena_bytes, temporary t at temp_offset[t] (a
-  // multiple of kArenaAlignment): a step needs one allocation, and the same arena serves every
-  // step. Temporaries whose lifetimes overlap never share bytes (one that takes over another
-  // shares its offset), so the arena is the step's peak of live temporaries plus what packing
-  // them loses.
-  std::vector<size_t> temp_offset;
-  size_t arena_bytes = 0;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read
@@ -57,7 +55,23 @@ struct ExecutionPlan {
   std::vector<std::vector<int>> donation_candidates;
   // Per output: the launch that writes it (UINT32_MAX for none).
   std::vector<uint32_t> output_launch;
+  // What the decisions above assumed of sizes; the plan serves a graph where they hold.
+  SizeAssumptions assumptions;
 };
+
+// Where a plan's temporaries live for one graph's sizes: all in one arena of arena_bytes,
+// temporary t at temp_offset[t] (a multiple of kArenaAlignment), so a step needs one
+// allocation and the same arena serves every step of those sizes. Temporaries whose lifetimes
+// overlap never share bytes (one that takes over another shares its offset), so the arena is
+// the step's peak of live temporaries plus what packing them loses.
+struct ArenaLayout {
+  std::vector<size_t> temp_offset;
+  size_t arena_bytes = 0;
+};
+ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph);
+
+// The rows of the row group that `launch` begins, for graph's sizes.
+int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch);
 
 // Opaque ops whose routine may refuse its operands at run time (an index out of range, a
 // failed collective).

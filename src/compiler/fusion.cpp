@@ -122,6 +122,8 @@ class Partitioner {
  private:
   bool elementwise(uint32_t i) const { return ir::is_elementwise(graph_.node(i).op); }
   bool reduction(uint32_t i) const { return ir::is_reduction(graph_.node(i).op); }
+  // Asked only of a node and an elementwise user of it, whose shapes agree exactly when their
+  // ranks and dims of 1 do: fusion decides nothing that the graph's signature does not say.
   bool same_shape(uint32_t a, uint32_t b) const {
     return graph_.node(a).shape == graph_.node(b).shape;
   }
@@ -259,7 +261,7 @@ class Partitioner {
     for (uint32_t c = 0; c < chunks_.size(); ++c) {
       const auto& list = chunks_[c];
       Kernel kernel;
-      kernel.iteration_shape = graph_.node(list.front()).shape;
+      kernel.shape_node = list.front();
       kernel.level = level_[list.front()];
       ProgramBuilder builder(graph_, kernel);
       for (uint32_t i : list) builder.emit(i);
@@ -282,7 +284,7 @@ class Partitioner {
     for (uint32_t i = 0; i < n_; ++i) {
       if (!ir::is_view(graph_.node(i).op) || !is_output_[i]) continue;
       Kernel kernel;
-      kernel.iteration_shape = graph_.node(i).shape;
+      kernel.shape_node = i;
       kernel.level = level_[i];
       ProgramBuilder builder(graph_, kernel);
       kernel.program.outputs.push_back(builder.reg_for(i));
@@ -296,7 +298,7 @@ class Partitioner {
     for (uint32_t i = 0; i < n_; ++i) {
       if (!ir::is_opaque(graph_.node(i).op)) continue;
       Kernel kernel;
-      kernel.iteration_shape = graph_.node(i).shape;
+      kernel.shape_node = i;
       kernel.level = level_[i];
       kernel.opaque = i;
       for (int k = 0; k < graph_.num_operands(i); ++k) {
@@ -314,7 +316,7 @@ class Partitioner {
       const ir::Node& node = graph_.node(i);
       const uint32_t operand = graph_.operand(i, 0);
       Kernel kernel;
-      kernel.iteration_shape = graph_.node(operand).shape;
+      kernel.shape_node = operand;
       kernel.reduce_mask = node.reduce_mask();
       kernel.level = level_[i];
       kernel.program.reduce = reduce_kind(node.op);

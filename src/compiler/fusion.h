@@ -11,8 +11,10 @@ namespace lt::compiler {
 // reduction (one output) whose elementwise producers are folded into its program.
 struct Kernel {
   KernelProgram program;
-  Shape iteration_shape;     // elementwise: the outputs' shape; reduction: the operand's shape
-  uint32_t reduce_mask = 0;  // reduction: the reduced dims of iteration_shape
+  // The graph node whose shape is the iteration space: elementwise, an output; reduction, its
+  // operand. A node, not a shape: one plan serves graphs of every size (size_assumptions.h).
+  uint32_t shape_node = 0;
+  uint32_t reduce_mask = 0;  // reduction: the reduced dims of the iteration space
   std::vector<uint32_t> input_nodes;   // graph node read by each program input
   std::vector<uint32_t> output_nodes;  // graph node written by each program output
   std::vector<uint32_t> scalar_nodes;  // Scalar leaf passed as each scalar argument
@@ -21,6 +23,10 @@ struct Kernel {
   // Its program is empty; input_nodes are the node's operands, output_nodes the node.
   int64_t opaque = -1;
 };
+
+inline const Shape& iteration_shape(const ir::Graph& graph, const Kernel& kernel) {
+  return graph.node(kernel.shape_node).shape;
+}
 
 // The node a kernel reads for input node `index`: a view's operand (read through the view's
 // strides), else the node itself.

@@ -77,5 +77,12 @@ inline bool is_view(OpKind op) {
 inline bool is_opaque(OpKind op) {
   return op_info(op).category == OpCategory::Opaque;
 }
+// Whether attribute k of an `op` node is a size (a view's offset and strides, index_add's
+// result size, check_index's bound): like a dim, a value that a graph's signature keeps only
+// when it is 0 or 1, so that one compiled graph serves every sequence length.
+inline bool is_size_attr(OpKind op, int k) {
+  return op == OpKind::View || (op == OpKind::IndexAdd && k == 1) ||
+         (op == OpKind::CheckIndex && k == 0);
+}
 
 }  // namespace lt::ir

@@ -54,6 +54,7 @@ Config& config() {
     c->tiered_compilation = env_flag("LT_TIERED_COMPILE", true);
     c->max_kernel_ops = env_size("LT_MAX_KERNEL_OPS", 512);
     c->row_groups = env_flag("LT_ROW_GROUPS", true);
+    c->symbolic_sizes = env_flag("LT_SYMBOLIC_SIZES", true);
     if (c->max_kernel_ops == 0) throw Error("LT_MAX_KERNEL_OPS: a kernel needs at least one op");
     c->graph_warn_nodes = env_size("LT_GRAPH_WARN_NODES", 1'000'000);
     c->auto_cut_nodes = env_size("LT_AUTO_CUT_NODES", 4'000'000);

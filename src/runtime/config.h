@@ -22,6 +22,7 @@ struct Config {
   std::atomic<bool> tiered_compilation{true};  // native code compiles in the background
   std::atomic<size_t> max_kernel_ops{512};     // a fused kernel's longest program
   std::atomic<bool> row_groups{true};          // row-blocked runs of softmax-like launches
+  std::atomic<bool> symbolic_sizes{true};      // one graph for every sequence length
   std::atomic<size_t> graph_warn_nodes{1'000'000};
   std::atomic<size_t> auto_cut_nodes{4'000'000};  // 0: never cut automatically
   // The language hints are written in (lt::set_front_end): C++ names or Python's.

@@ -116,7 +116,7 @@ std::vector<DeviceGraph> collect_device_graphs(
                             static_cast<uint64_t>(g.device.type) << 8 |
                             static_cast<uint64_t>(g.device.index) << 16 |
                             static_cast<uint64_t>(options.fusion.max_kernel_ops) << 32;
-    build_graph(roots, target, g.graph, g.signature, g.output_of_root);
+    build_graph(roots, target, g.graph, g.signature, g.output_of_root, config().symbolic_sizes);
   }
   return out;
 }
@@ -133,21 +133,35 @@ std::string describe_with_location(const DeviceGraph& g, const GraphSignature& n
   return text;
 }
 
-// Finds the graph's executable in the compile cache or compiles it. Rebinds nothing, so a
-// compile that throws leaves every tensor of the cut pending.
+// Finds the graph's executable in the compile cache (bound to its sizes now if they are new)
+// or compiles it. Rebinds nothing, so a compile that throws leaves every tensor of the cut
+// pending.
 void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
   static metrics::Counter& cached_compiles = metrics::counter("CachedCompile");
   static metrics::Counter& uncached_compiles = metrics::counter("UncachedCompile");
   static metrics::Timer& compile_time = metrics::timer("CompileTime");
   ExecutorState& st = state();
-  if ((g.executable = st.cache.find(g.signature))) {
+  bool bound_now = false;
+  std::string sizes_break;
+  {
+    profiler::Scope find_span("find graph", "host");
+    g.executable = st.cache.find(g.signature, g.graph, bound_now, sizes_break);
+  }
+  if (g.executable) {
     cached_compiles.add();
     return;
   }
   const auto compile_start = std::chrono::steady_clock::now();
+  std::shared_ptr<backend::CompiledGraph> compiled;
   {
     profiler::Scope compile_span("compile", "compile");
-    g.executable = backend_of(g.device).compile(g.graph, options);
+    compiled = backend_of(g.device).compile(g.graph, options);
+    std::string why;
+    g.executable = compiled->bind(g.graph, &why);
+    if (!g.executable) {
+      throw Error("mark_step: a graph's plan does not hold for the sizes it was made from (" +
+                  why + "); this is a bug in lazytensor");
+    }
   }
   g.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
@@ -156,10 +170,15 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
   uncached_compiles.add();
   if (st.compiles > 0) {
     const GraphSignature* near = st.cache.nearest(g.signature);
-    st.last_recompile_reason = "compile #" + std::to_string(st.compiles + 1) + " at step " +
-                               std::to_string(st.steps + 1) + ": " +
-                               (near ? describe_with_location(g, *near)
-                                     : std::string("the compile cache is empty (evicted)"));
+    st.last_recompile_reason =
+        "compile #" + std::to_string(st.compiles + 1) + " at step " +
+        std::to_string(st.steps + 1) + ": " +
+        (!sizes_break.empty()
+             ? "a graph of this structure is compiled, but its plan rests on a relation "
+               "between sizes that these sizes break: " +
+                   sizes_break
+         : near ? describe_with_location(g, *near)
+                : std::string("the compile cache is empty (evicted)"));
     if (config().debug) {
       std::string per_step;
       for (const auto& [steps, compiles] : st.compile_runs) {
@@ -171,7 +190,7 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
     }
   }
   ++st.compiles;
-  st.cache.insert(g.signature, g.executable);
+  st.cache.insert(g.signature, std::move(compiled), g.executable);
 }
 
 // Per output: the value its tensor had before the step, when the output is an in-place update

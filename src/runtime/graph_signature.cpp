@@ -36,6 +36,7 @@ constexpr uint64_t kOutputsMarker = 0xffff;
 struct Record {
   size_t begin = 0;  // the header's position
   RecordHeader header;
+  size_t sizes_begin = 0;  // its first symbolic size in GraphSignature::sizes
   const uint64_t* dims(const GraphSignature& s) const { return &s.words[begin + 1]; }
   const uint64_t* attrs(const GraphSignature& s) const {
     return &s.words[begin + 1 + header.rank + header.num_operands];
@@ -45,18 +46,31 @@ struct Record {
 std::vector<Record> decode_records(const GraphSignature& signature) {
   std::vector<Record> out;
   const auto& w = signature.words;
+  size_t sizes = 0;
   for (size_t i = 1; i < w.size() && w[i] != kOutputsMarker;) {
-    Record r{i, RecordHeader::decode(w[i])};
+    Record r{i, RecordHeader::decode(w[i]), sizes};
     out.push_back(r);
+    const uint64_t* dims = r.dims(signature);
+    const uint64_t* attrs = r.attrs(signature);
+    sizes += static_cast<size_t>(std::count(dims, dims + r.header.rank, kSymbolicSize));
+    for (int k = 0; k < r.header.num_attrs; ++k) {
+      sizes += ir::is_size_attr(r.header.op, k) && attrs[k] == kSymbolicSize;
+    }
     i += r.header.length();
   }
   return out;
 }
 
+// A record's shape with its sizes' values (the symbolic dims come first among its sizes).
 std::string shape_string(const GraphSignature& s, const Record& r) {
   std::string out = "[";
+  size_t next = r.sizes_begin;
   for (int d = 0; d < r.header.rank; ++d) {
-    out += (d ? ", " : "") + std::to_string(r.dims(s)[d]);
+    const uint64_t dim = r.dims(s)[d];
+    const int64_t value = dim != kSymbolicSize   ? static_cast<int64_t>(dim)
+                          : next < s.sizes.size() ? s.sizes[next++]
+                                                  : -1;
+    out += (d ? ", " : "") + std::to_string(value);
   }
   return out + "]";
 }
@@ -125,10 +139,20 @@ class PositionMap {
 }  // namespace
 
 void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir::Graph& graph,
-                 GraphSignature& signature, std::vector<uint32_t>& root_outputs) {
+                 GraphSignature& signature, std::vector<uint32_t>& root_outputs,
+                 bool symbolic_sizes) {
   thread_local PositionMap position;
   position.reset();
   std::vector<uint64_t>& words = signature.words;
+  std::vector<int64_t>& sizes = signature.sizes;
+  const auto push_size = [&](int64_t size) {
+    if (!symbolic_sizes || size == 0 || size == 1) {
+      words.push_back(static_cast<uint64_t>(size));
+    } else {
+      words.push_back(kSymbolicSize);
+      sizes.push_back(size);
+    }
+  };
   words.push_back(prefix);
   graph.operand_begin.push_back(0);
   std::vector<std::pair<const ir::Node*, int>> stack;  // node, next operand to visit
@@ -151,13 +175,20 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
       const RecordHeader header{node->op, node->dtype, node->shape.rank(), node->num_operands(),
                                 static_cast<int>(node->attrs.size())};
       words.push_back(header.encode());
-      for (int64_t dim : node->shape) words.push_back(static_cast<uint64_t>(dim));
+      for (int64_t dim : node->shape) push_size(dim);
       for (int k = 0; k < node->num_operands(); ++k) {
         const uint32_t operand = position.at(node->operands[k].get());
         graph.operand_ids.push_back(operand);
         words.push_back(operand);
       }
-      node->attrs.for_each([&](int64_t attr) { words.push_back(static_cast<uint64_t>(attr)); });
+      int attr_index = 0;
+      node->attrs.for_each([&](int64_t attr) {
+        if (ir::is_size_attr(node->op, attr_index++)) {
+          push_size(attr);
+        } else {
+          words.push_back(static_cast<uint64_t>(attr));
+        }
+      });
       graph.operand_begin.push_back(static_cast<uint32_t>(graph.operand_ids.size()));
       stack.pop_back();
     }
@@ -175,6 +206,7 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
     root_outputs.push_back(static_cast<uint32_t>(output_of[index]));
   }
   signature.hash = compiler::hash_bytes(words.data(), words.size() * sizeof(uint64_t));
+  signature.sizes_hash = compiler::hash_bytes(sizes.data(), sizes.size() * sizeof(int64_t));
 }
 
 namespace {
@@ -218,8 +250,9 @@ std::string likely_cause(const GraphCounts& now, const GraphCounts& cached) {
            "tensors)";
   }
   if (now.inputs == cached.inputs && now.computed == cached.computed) {
-    return "the same ops as a cached graph on values of another shape or dtype (a new batch "
-           "size or sequence length compiles a graph of its own)";
+    return "the same ops as a cached graph on values of another dtype, or with a size that "
+           "became 0 or 1 or stopped being one (sizes are symbolic except 0 and 1, on which "
+           "broadcasting and empty values depend)";
   }
   return "a different computation from any cached graph (" + std::to_string(now.computed) +
          " ops on " + std::to_string(now.inputs) + " inputs; the nearest has " +

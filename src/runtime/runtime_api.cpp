@@ -171,6 +171,12 @@ bool tiered_compilation() {
 void wait_kernel_compiles() {
   for (backend::Backend* backend : backend::live_backends()) backend->wait_compiles();
 }
+void set_symbolic_sizes(bool enabled) {
+  runtime::config().symbolic_sizes = enabled;
+}
+bool symbolic_sizes() {
+  return runtime::config().symbolic_sizes;
+}
 void set_row_groups(bool enabled) {
   runtime::config().row_groups = enabled;
 }

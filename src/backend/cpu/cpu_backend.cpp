@@ -246,9 +246,9 @@ class CpuBackend final : public Backend {
     failure.raise();
   }
 
-  std::shared_ptr<Executable> compile(const ir::Graph& graph,
-                                      const CompileOptions& options) override {
-    return build_executable(graph, options, kernel_settings());
+  std::shared_ptr<CompiledGraph> compile(const ir::Graph& graph,
+                                         const CompileOptions& options) override {
+    return compile_graph(graph, options, kernel_settings());
   }
 
   void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) override {

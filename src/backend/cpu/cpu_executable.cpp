@@ -572,11 +572,11 @@ std::string describe_opaque(const OpaqueOp& op) {
 std::string describe_kernel(const ir::Graph& graph, const compiler::Kernel& kernel,
                             size_t instances) {
   std::string text = kernel.program.reduce == ReduceKind::None ? "elementwise" : "reduction";
-  text += " of " + std::to_string(kernel.program.instrs.size()) + " ops over " +
-          kernel.iteration_shape.str();
+  const Shape& space = compiler::iteration_shape(graph, kernel);
+  text += " of " + std::to_string(kernel.program.instrs.size()) + " ops over " + space.str();
   if (kernel.reduce_mask != 0) {
     text += " (dims";
-    for (int d = 0; d < kernel.iteration_shape.rank(); ++d) {
+    for (int d = 0; d < space.rank(); ++d) {
       if (kernel.reduce_mask & (1u << d)) text.append(" ").append(std::to_string(d));
     }
     text += ")";
@@ -600,7 +600,7 @@ namespace {
 Instance make_instance(const ir::Graph& graph, const compiler::ExecutionPlan& plan,
                        const compiler::Kernel& kernel, ReduceKind reduce) {
   Instance inst;
-  const Shape& space = kernel.iteration_shape;
+  const Shape& space = compiler::iteration_shape(graph, kernel);
   std::vector<std::array<int64_t, Shape::kMaxRank>> strides(kernel.input_nodes.size());
   for (size_t i = 0; i < kernel.input_nodes.size(); ++i) {
     broadcast_strides(graph, kernel.input_nodes[i], space, strides[i].data());
@@ -719,29 +719,39 @@ void describe_row_groups(std::vector<Launch>& launches) {
 
 }  // namespace
 
-std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
+std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
                                                 const CompileOptions& options,
                                                 const KernelSettings& kernels) {
-  auto exe = std::make_shared<CpuExecutable>();
-  const compiler::ExecutionPlan plan = compiler::plan_execution(graph, options.fusion);
-  exe->num_kernels = static_cast<int64_t>(plan.kernels.size());
-  exe->num_inputs = plan.num_inputs;
-  exe->num_outputs = plan.num_outputs;
-  exe->temp_offset = plan.temp_offset;
-  exe->temporary_bytes = static_cast<int64_t>(plan.arena_bytes);
-  exe->donation_candidates = plan.donation_candidates;
-  exe->output_launch = plan.output_launch;
-
+  auto compiled = std::make_shared<CpuCompiledGraph>();
+  compiled->plan = compiler::plan_execution(graph, options.fusion);
+  const compiler::ExecutionPlan& plan = compiled->plan;
+  compiled->num_kernels = static_cast<int64_t>(plan.kernels.size());
   std::vector<const compiler::KernelProgram*> programs;
   for (const compiler::PlannedLaunch& planned : plan.launches) {
     const compiler::Kernel& first = plan.kernels[planned.kernels.front()];
     if (first.opaque < 0) programs.push_back(&first.program);
   }
-  std::vector<std::shared_ptr<const CompiledKernel>> compiled = get_kernels(programs, kernels);
+  std::vector<std::shared_ptr<const CompiledKernel>> built = get_kernels(programs, kernels);
   size_t next_program = 0;
+  for (const compiler::PlannedLaunch& planned : plan.launches) {
+    const bool opaque = plan.kernels[planned.kernels.front()].opaque >= 0;
+    compiled->kernels.push_back(opaque ? nullptr : built[next_program++]);
+  }
+  return compiled;
+}
 
-  // What is CPU-specific: each kernel instance's iteration space collapsed for strided
-  // reads, and its work cut into units for the pool.
+std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph,
+                                                   std::string* why) const {
+  if (!plan.assumptions.hold_for(graph, why)) return nullptr;
+  auto exe = std::make_shared<CpuExecutable>();
+  const compiler::ArenaLayout arena = compiler::layout_arena(plan, graph);
+  exe->num_kernels = num_kernels;
+  exe->num_inputs = plan.num_inputs;
+  exe->num_outputs = plan.num_outputs;
+  exe->temp_offset = arena.temp_offset;
+  exe->temporary_bytes = static_cast<int64_t>(arena.arena_bytes);
+  exe->donation_candidates = plan.donation_candidates;
+  exe->output_launch = plan.output_launch;
   for (size_t l = 0; l < plan.launches.size(); ++l) {
     Launch launch;
     const compiler::Kernel& first = plan.kernels[plan.launches[l].kernels.front()];
@@ -751,9 +761,9 @@ std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
       exe->launches.push_back(std::move(launch));
       continue;
     }
-    launch.kernel = compiled[next_program++];
+    launch.kernel = kernels[l];
     launch.row_group = plan.launches[l].row_group;
-    launch.rows = plan.launches[l].rows;
+    if (launch.row_group > 1) launch.rows = compiler::row_group_rows(plan, graph, l);
     launch.reduce = first.program.reduce;
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;

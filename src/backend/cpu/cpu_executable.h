@@ -90,7 +90,18 @@ class CpuExecutable final : public Executable {
   std::vector<uint32_t> output_launch;
 };
 
-std::shared_ptr<CpuExecutable> build_executable(const ir::Graph& graph,
+// A graph's plan and kernels, for every graph of its signature.
+class CpuCompiledGraph final : public CompiledGraph {
+ public:
+  compiler::ExecutionPlan plan;
+  // Per planned launch: its compiled program (null for an opaque op).
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  // Each kernel instance's iteration space collapsed for strided reads, its work cut into
+  // units for the pool, and the arena laid out, for graph's sizes.
+  std::shared_ptr<Executable> bind(const ir::Graph& graph, std::string* why) const override;
+};
+
+std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
                                                 const CompileOptions& options,
                                                 const KernelSettings& kernels);
 

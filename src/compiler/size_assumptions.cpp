@@ -1,0 +1,85 @@
+#include "compiler/size_assumptions.h"
+
+#include <algorithm>
+
+namespace lt::compiler {
+
+bool SizeAssumptions::evaluate(const ir::Graph& graph, const Fact& fact) {
+  const ir::Node& a = graph.node(fact.a);
+  switch (fact.kind) {
+    case Kind::SameNumel:
+      return a.shape.numel() == graph.node(fact.b).shape.numel();
+    case Kind::SameLeadingDims: {
+      const Shape& b = graph.node(fact.b).shape;
+      return a.shape.rank() >= fact.count && b.rank() >= fact.count &&
+             std::equal(a.shape.begin(), a.shape.begin() + fact.count, b.begin());
+    }
+    case Kind::ReadsInOrder: {
+      if (!ir::is_view(a.op)) return true;
+      if (a.view_offset() != 0 ||
+          a.shape.numel() != graph.node(graph.operand(fact.a, 0)).shape.numel()) {
+        return false;
+      }
+      int64_t stride = 1;
+      for (int d = a.shape.rank() - 1; d >= 0; --d) {
+        if (a.shape[d] != 1 && a.view_stride(d) != stride) return false;
+        stride *= a.shape[d];
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+bool SizeAssumptions::record(const ir::Graph& graph, Fact fact) {
+  fact.answer = evaluate(graph, fact);
+  const uint64_t key = static_cast<uint64_t>(fact.a) << 32 ^ static_cast<uint64_t>(fact.b) << 8 ^
+                       static_cast<uint64_t>(fact.count) << 2 ^ static_cast<uint64_t>(fact.kind);
+  if (asked_.insert(key).second) facts_.push_back(fact);
+  return fact.answer;
+}
+
+bool SizeAssumptions::same_numel(const ir::Graph& graph, uint32_t a, uint32_t b) {
+  if (a == b) return true;
+  return record(graph, {Kind::SameNumel, false, 0, std::min(a, b), std::max(a, b)});
+}
+
+bool SizeAssumptions::same_leading_dims(const ir::Graph& graph, uint32_t a, uint32_t b,
+                                        int count) {
+  return record(graph, {Kind::SameLeadingDims, false, static_cast<uint8_t>(count), std::min(a, b),
+                        std::max(a, b)});
+}
+
+bool SizeAssumptions::reads_storage_in_order(const ir::Graph& graph, uint32_t node) {
+  if (!ir::is_view(graph.node(node).op)) return true;
+  return record(graph, {Kind::ReadsInOrder, false, 0, node, 0});
+}
+
+bool SizeAssumptions::hold_for(const ir::Graph& graph, std::string* why) const {
+  for (const Fact& fact : facts_) {
+    if (evaluate(graph, fact) == fact.answer) continue;
+    if (why) {
+      const ir::Node& a = graph.node(fact.a);
+      const std::string first = "node " + std::to_string(fact.a) + " " + a.shape.str();
+      switch (fact.kind) {
+        case Kind::SameNumel:
+          *why = first + (fact.answer ? " no longer has" : " now has") + " as many elements as node " +
+                 std::to_string(fact.b) + " " + graph.node(fact.b).shape.str();
+          break;
+        case Kind::SameLeadingDims:
+          *why = "the first " + std::to_string(fact.count) + " dims of " + first +
+                 (fact.answer ? " no longer agree" : " now agree") + " with node " +
+                 std::to_string(fact.b) + " " + graph.node(fact.b).shape.str();
+          break;
+        case Kind::ReadsInOrder:
+          *why = first + " is a view that " +
+                 (fact.answer ? "no longer reads" : "now reads") + " all of its storage in order";
+          break;
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
+}  // namespace lt::compiler
