@@ -431,12 +431,61 @@ void sync_pending() {
   }
 }
 
+namespace {
+
+// The tensors a read computes: those asked for, every live pending tensor whose value their
+// graph computes on the way, and every live pending tensor that is one op on values of that
+// graph or views of them (and leaves: data, numbers), such as a generation loop's context
+// with the token just read appended. Reading the
+// new token then leaves the context as data, instead of a pending concatenation whose operand
+// is the whole forward pass: the next read would run it again, and every earlier one.
+std::vector<std::shared_ptr<TensorImpl>> with_what_the_read_computes(
+    const std::vector<std::shared_ptr<TensorImpl>>& tensors) {
+  std::unordered_set<const ir::Node*> in_graph;
+  std::vector<const ir::Node*> stack;
+  for (const auto& impl : tensors) {
+    if (impl->ir && in_graph.insert(impl->ir.get()).second) stack.push_back(impl->ir.get());
+  }
+  if (stack.empty()) return tensors;
+  while (!stack.empty()) {
+    const ir::Node* node = stack.back();
+    stack.pop_back();
+    for (int k = 0; k < node->num_operands(); ++k) {
+      const ir::Node* operand = node->operands[k].get();
+      if (in_graph.insert(operand).second) stack.push_back(operand);
+    }
+  }
+  std::vector<std::shared_ptr<TensorImpl>> out = tensors;
+  std::unordered_set<const TensorImpl*> asked;
+  for (const auto& impl : tensors) asked.insert(impl.get());
+  for (const auto& impl : pending_tensors()) {
+    const ir::Node* node = impl->ir.get();
+    if (!node || ir::is_leaf(node->op) || asked.count(impl.get())) continue;
+    bool computed = in_graph.count(node) > 0;
+    if (!computed) {
+      int from_graph = 0, elsewhere = 0;
+      for (int k = 0; k < node->num_operands(); ++k) {
+        const ir::Node& operand = node->operand(k);
+        if (ir::is_leaf(operand.op)) continue;
+        const bool of_graph = in_graph.count(&operand) ||
+                              (ir::is_view(operand.op) && in_graph.count(&operand.operand(0)));
+        ++(of_graph ? from_graph : elsewhere);
+      }
+      computed = from_graph > 0 && elsewhere == 0;
+    }
+    if (computed) out.push_back(impl);
+  }
+  return out;
+}
+
+}  // namespace
+
 DeviceDataPtr sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors,
                            const char* op) {
   std::string failure;
   {
     const CutScope cut(op);
-    failure = sync_locked(tensors, /*allow_donation=*/false);
+    failure = sync_locked(with_what_the_read_computes(tensors), /*allow_donation=*/false);
   }
   if (!failure.empty()) throw Error(std::string(op) + ": " + failure);
   return tensors.empty() ? nullptr : tensors.front()->data;

@@ -13,7 +13,9 @@ namespace lt::runtime {
 // without waiting. Outputs may take the buffers of inputs nothing else holds (donation).
 void sync_pending();
 // The same for some tensors only, before `op` reads them; returns the first one's device data.
-// No donation: a pending tensor left out of the graph might still read an input's buffer.
+// The graph also keeps what it computes: every live pending tensor whose value it computes on
+// the way, or that is one op on its values, becomes data too. No donation: a pending tensor
+// left out of the graph might still read an input's buffer.
 DeviceDataPtr sync_tensors(const std::vector<std::shared_ptr<TensorImpl>>& tensors, const char* op);
 
 lt::StepStats last_step_stats();
