@@ -134,7 +134,7 @@ def test_a_recompile_names_the_line_that_traced_the_op_that_differs():
         y = x * 2.0  # noqa: F841
         lt.mark_step()
         lines = [inspect.currentframe().f_lineno + 1, inspect.currentframe().f_lineno + 2]
-        x = lt.ones(5)
+        x = lt.ones(4, 1)
         y = x * 2.0  # noqa: F841
         lt.mark_step()
         reason = lt.last_recompile_reason()
