@@ -12,7 +12,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
+#include <set>
 
 #include "adamw_command.h"
 #include "lazytensor/bert.h"
@@ -60,6 +62,8 @@ bool decays(const std::string& name) {
 // The corpus as two token streams: every twentieth document is held out.
 struct TokenData {
   std::vector<int64_t> train, heldout;
+  // The same documents one by one (rows of their own under --dynamic-padding).
+  std::vector<std::vector<int64_t>> train_documents, heldout_documents;
   int64_t documents = 0;
   double seconds = 0;
 };
@@ -70,10 +74,12 @@ TokenData tokenize_corpus(const std::string& path, const text::WordPieceTokenize
   const std::vector<text::Document> docs = text::read_corpus(path);
   d.documents = static_cast<int64_t>(docs.size());
   for (size_t i = 0; i < docs.size(); ++i) {
-    std::vector<int64_t>& stream = i % 20 == 19 ? d.heldout : d.train;
-    const std::vector<int64_t> ids = tokenizer.encode(docs[i].text);
+    const bool heldout = i % 20 == 19;
+    std::vector<int64_t>& stream = heldout ? d.heldout : d.train;
+    std::vector<int64_t> ids = tokenizer.encode(docs[i].text);
     stream.insert(stream.end(), ids.begin(), ids.end());
     stream.push_back(tokenizer.sep_id());
+    (heldout ? d.heldout_documents : d.train_documents).push_back(std::move(ids));
   }
   d.seconds = seconds_since(start);
   return d;
@@ -317,7 +323,10 @@ struct TrainResult {
   std::vector<int64_t> sync_transfers, compiles;
   std::map<std::string, int64_t> counters_total, counters_after_first;
   int64_t peak_device_bytes = 0;
-  double step_seconds_median = 0, tokens_per_second = 0;
+  double step_seconds_median = 0;
+  // Real tokens (padding left out) a second; windows hold no padding.
+  double tokens_per_second = 0;
+  std::vector<int64_t> step_tokens, step_lengths;  // all ranks' real tokens, padded length
   int64_t first_step = 0;
 };
 
@@ -333,7 +342,15 @@ class Run {
     mlm_.vocab_size = trainer_.config.vocab_size;
     mlm_.mask_id = tokenizer.mask_id();
     mlm_.special_ids = {tokenizer.pad_id(), tokenizer.cls_id(), tokenizer.sep_id()};
-    eval_batches_ = std::min(o.eval_batches, heldout_windows_.size() / o.batch);
+    if (o.rows == "documents") {
+      train_documents_.emplace(data.train_documents, o.seq, tokenizer.cls_id(),
+                               tokenizer.sep_id(), tokenizer.pad_id(), o.seed);
+      heldout_documents_.emplace(data.heldout_documents, o.seq, tokenizer.cls_id(),
+                                 tokenizer.sep_id(), tokenizer.pad_id(), o.seed);
+    }
+    eval_batches_ = std::min(o.eval_batches, (heldout_documents_ ? heldout_documents_->size()
+                                                                 : heldout_windows_.size()) /
+                                                 o.batch);
     if (!o.resume_path.empty()) resume(trainer_, o);
     if (distributed::world_size() > 1) draw_per_rank();
     // Initial values, loaded weights, restored state and the weights' bf16 copies (under
@@ -354,25 +371,61 @@ class Run {
     set_generator_state(g);
   }
 
-  // BERT's masking of rows [first_row, first_row + batch) of `ids` ([rows, seq], host), by the
-  // host: the key depends only on the seed, the stream (training or held-out) and the batch
-  // number, so a resumed run draws the same masks and evaluations the same ones every time.
+  // A batch's rows on the host, row-major [rows, length]: windows (every token attends, no
+  // mask) or documents with their attention mask.
+  struct HostRows {
+    std::vector<int64_t> ids, attention;
+    int64_t length = 0;
+    int64_t tokens = 0;  // real tokens, padding left out
+  };
+  HostRows train_rows(int64_t index, int64_t rows) const {
+    if (!train_documents_) {
+      return {train_windows_.shuffled_ids(index, rows), {}, o_.seq, rows * o_.seq};
+    }
+    data::DocumentBatches::Batch b = train_documents_->shuffled(index, rows, o_.dynamic_padding);
+    return {std::move(b.ids), std::move(b.attention), b.length, b.tokens};
+  }
+  HostRows heldout_rows(int64_t first, int64_t rows) const {
+    if (!heldout_documents_) {
+      return {heldout_windows_.ordered_ids(first, rows), {}, o_.seq, rows * o_.seq};
+    }
+    data::DocumentBatches::Batch b = heldout_documents_->ordered(first, rows, o_.dynamic_padding);
+    return {std::move(b.ids), std::move(b.attention), b.length, b.tokens};
+  }
+
+  // One rank's part of a batch: BERT's masking of rows [first_row, first_row + batch), by the
+  // host (the key depends only on the seed, the stream, training or held-out, and the batch
+  // number, so a resumed run draws the same masks and evaluations the same ones every time),
+  // and those rows' attention mask.
   enum class MaskStream : uint64_t { train = 1, heldout = 2 };
-  data::MlmBatch mask_batch(const std::vector<int64_t>& ids, int64_t first_row, MaskStream stream,
-                            int64_t index) const {
+  struct StepBatch {
+    data::MlmBatch mlm;
+    Tensor attention;  // undefined for windows
+  };
+  StepBatch mask_batch(const HostRows& rows, int64_t first_row, MaskStream stream,
+                       int64_t index) const {
     const uint64_t key =
         ((o_.seed * 0x9e3779b97f4a7c15ull) ^ (static_cast<uint64_t>(stream) << 56)) +
         static_cast<uint64_t>(index);
-    const auto rows = ids.begin() + first_row * o_.seq;
-    return data::mask_tokens(std::vector<int64_t>(rows, rows + o_.batch * o_.seq), o_.batch, o_.seq,
-                             mlm_, key, first_row);
+    const int64_t begin = first_row * rows.length, end = begin + o_.batch * rows.length;
+    StepBatch b;
+    b.mlm = data::mask_tokens(
+        std::vector<int64_t>(rows.ids.begin() + begin, rows.ids.begin() + end), o_.batch,
+        rows.length, mlm_, key, first_row);
+    if (!rows.attention.empty()) {
+      b.attention = from_vector(
+          std::vector<int64_t>(rows.attention.begin() + begin, rows.attention.begin() + end),
+          Shape{o_.batch, rows.length});
+    }
+    return b;
   }
 
   // The step's loss; --mlm-head predicted runs the head at the predicted tokens only.
-  Tensor mlm_loss(const data::MlmBatch& b) const {
-    return o_.mlm_head == "all" ? trainer_.model->mlm_loss(b.input_ids, b.labels)
-                                : trainer_.model->mlm_loss_at(b.input_ids, b.predicted_positions,
-                                                              b.predicted_labels);
+  Tensor mlm_loss(const StepBatch& b) const {
+    return o_.mlm_head == "all"
+               ? trainer_.model->mlm_loss(b.mlm.input_ids, b.mlm.labels, b.attention)
+               : trainer_.model->mlm_loss_at(b.mlm.input_ids, b.mlm.predicted_positions,
+                                             b.mlm.predicted_labels, b.attention);
   }
 
   DType compute_dtype() const { return products_dtype(o_); }
@@ -393,8 +446,8 @@ class Run {
     trainer_.model->eval();
     std::vector<Tensor> losses;
     for (int64_t k = 0; k < eval_batches_; ++k) {
-      const data::MlmBatch b = mask_batch(heldout_windows_.ordered_ids(k * o_.batch, o_.batch), 0,
-                                          MaskStream::heldout, k);
+      const StepBatch b =
+          mask_batch(heldout_rows(k * o_.batch, o_.batch), 0, MaskStream::heldout, k);
       {
         const AutocastGuard autocast(compute_dtype());
         losses.push_back(mlm_loss(b));
@@ -408,14 +461,18 @@ class Run {
   }
 
   // Traces one training step (batch number trainer.step) and cuts the graph; returns the loss.
-  Tensor trace_step(std::vector<data::MlmBatch>* exported) {
+  // `tokens` gets the batch's real tokens (all ranks'), `length` its rows' padded length.
+  Tensor trace_step(std::vector<data::MlmBatch>* exported, int64_t& tokens, int64_t& length) {
     Trainer& t = trainer_;
     // Under mpirun the step's batch is --batch rows per rank, and rank r masks and trains on
     // rows [r * batch, (r + 1) * batch): the ranks together see the batches and masks one
-    // process with --batch world x batch would.
+    // process with --batch world x batch would (and one length, under dynamic padding).
     const int64_t world = distributed::world_size();
-    const data::MlmBatch b = mask_batch(train_windows_.shuffled_ids(t.step, o_.batch * world),
-                                        distributed::rank() * o_.batch, MaskStream::train, t.step);
+    const HostRows rows = train_rows(t.step, o_.batch * world);
+    tokens = rows.tokens;
+    length = rows.length;
+    const StepBatch b =
+        mask_batch(rows, distributed::rank() * o_.batch, MaskStream::train, t.step);
     Tensor loss;
     {
       // The forward under autocast; its backward records its own precision (as PyTorch's).
@@ -440,7 +497,7 @@ class Run {
     // clipped ones were a write of every parameter's size, AdamW's only traffic it did not need).
     t.optimizer->zero_grad();
     ++t.step;
-    if (exported) exported->push_back(b);
+    if (exported) exported->push_back(b.mlm);
     mark_step();
     return loss;
   }
@@ -463,7 +520,6 @@ class Run {
       profiler::set_thread_name("host (tracing)");
     }
     Progress progress(o_.steps, o_.quiet);
-    const double tokens = static_cast<double>(o_.batch * o_.seq * distributed::world_size());
     Tensor pending_loss;
     auto read_loss = [&] {
       if (pending_loss.defined()) t.losses.push_back(pending_loss.item());
@@ -476,7 +532,10 @@ class Run {
       Tensor loss;
       {
         profiler::Scope span("trace step", "host");
-        loss = trace_step(o_.export_batches_path.empty() ? nullptr : &exported);
+        int64_t tokens = 0, length = 0;
+        loss = trace_step(o_.export_batches_path.empty() ? nullptr : &exported, tokens, length);
+        r.step_tokens.push_back(tokens);
+        r.step_lengths.push_back(length);
       }
       const DeviceEvent end = record_event();
       const auto now = counters();
@@ -500,7 +559,9 @@ class Run {
       const double elapsed = seconds_since(run_start);
       const int64_t done = t.step - r.first_step + 1;
       const double last = t.losses.empty() ? NAN : t.losses.back();
-      progress.update(t.step, last, tokens * done / elapsed,
+      const int64_t tokens_done = std::accumulate(r.step_tokens.end() - done, r.step_tokens.end(),
+                                                  int64_t{0});
+      progress.update(t.step, last, static_cast<double>(tokens_done) / elapsed,
                       elapsed / done * static_cast<double>(o_.steps - t.step), heldout);
       before = counters();
     }
@@ -515,7 +576,22 @@ class Run {
     std::vector<double> after_first(
         r.step_seconds.begin() + std::min<size_t>(1, r.step_seconds.size()), r.step_seconds.end());
     r.step_seconds_median = median(after_first.empty() ? r.step_seconds : after_first);
-    r.tokens_per_second = r.step_seconds_median > 0 ? tokens / r.step_seconds_median : 0;
+    if (r.step_tokens.empty()) {
+      r.tokens_per_second = 0;
+    } else if (o_.rows == "windows") {
+      r.tokens_per_second =
+          r.step_seconds_median > 0 ? static_cast<double>(r.step_tokens.front()) / r.step_seconds_median
+                                    : 0;
+    } else {
+      // Steps of different lengths take different times: real tokens over the time they took,
+      // the first step (compiles) left out.
+      const size_t first = std::min<size_t>(1, r.step_seconds.size() - 1);
+      const double seconds =
+          std::accumulate(r.step_seconds.begin() + first, r.step_seconds.end(), 0.0);
+      const auto tokens = static_cast<double>(
+          std::accumulate(r.step_tokens.begin() + first, r.step_tokens.end(), int64_t{0}));
+      r.tokens_per_second = seconds > 0 ? tokens / seconds : 0;
+    }
     if (!o_.trace_path.empty()) {
       profiler::stop();
       profiler::write_chrome_trace(o_.trace_path);
@@ -545,10 +621,21 @@ class Run {
   const TrainCommandOptions& o_;
   Trainer trainer_;
   data::TokenWindows train_windows_, heldout_windows_;
+  std::optional<data::DocumentBatches> train_documents_, heldout_documents_;  // --rows documents
   std::unique_ptr<optim::Schedule> schedule_;
   data::MlmOptions mlm_;
   int64_t eval_batches_ = 0;
 };
+
+// The share of the batches' positions that are padding.
+double padding_share(const TrainCommandOptions& o, const TrainResult& r) {
+  int64_t positions = 0, tokens = 0;
+  for (size_t s = 0; s < r.step_tokens.size(); ++s) {
+    positions += o.batch * distributed::world_size() * r.step_lengths[s];
+    tokens += r.step_tokens[s];
+  }
+  return positions > 0 ? 1.0 - static_cast<double>(tokens) / static_cast<double>(positions) : 0;
+}
 
 json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResult& r,
                  int64_t params) {
@@ -578,6 +665,12 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
             {"step_seconds", r.step_seconds},
             {"step_seconds_median", r.step_seconds_median},
             {"tokens_per_second", r.tokens_per_second},
+            {"rows", o.rows},
+            {"dynamic_padding", o.dynamic_padding},
+            {"lengths_per_step", r.step_lengths},
+            {"distinct_lengths", std::set<int64_t>(r.step_lengths.begin(), r.step_lengths.end()).size()},
+            {"padding_share", padding_share(o, r)},
+            {"size_binds", r.counters_total.count("SizeBind") ? r.counters_total.at("SizeBind") : 0},
             {"sync_transfers_per_step", r.sync_transfers},
             {"compiles_per_step", r.compiles},
             {"peak_device_bytes", r.peak_device_bytes},
@@ -611,6 +704,10 @@ void check_options(const TrainCommandOptions& o) {
         "train: --compare runs each scalar policy from the start; it takes no --save or --resume");
   }
   if (o.compare && o.steps < 2) throw Error("train: --compare needs at least 2 steps");
+  if (o.rows != "windows" && !o.export_batches_path.empty()) {
+    throw Error("train: --export-batches writes windows of --seq tokens; it takes no --rows " +
+                o.rows);
+  }
   if (o.seq > models::BertConfig::preset(o.model).max_position_embeddings) {
     throw Error("train: --seq " + std::to_string(o.seq) + " exceeds the model's " +
                 std::to_string(models::BertConfig::preset(o.model).max_position_embeddings) +
@@ -624,6 +721,7 @@ int run_train_command(const TrainCommandOptions& options) {
   // Under mpirun, data parallelism: every rank trains; rank 0 alone prints, writes the JSON and
   // plot, and saves checkpoints.
   TrainCommandOptions o = options;
+  if (o.dynamic_padding) o.rows = "documents";
   if (!join_world_as_writer("train")) {
     o.quiet = true;
     o.json_path.clear();
@@ -821,6 +919,16 @@ Command add_train_command(CLI::App& app) {
   train->add_option(
       "--export-batches", options->export_batches_path,
       "write the masked batches of the run (safetensors), for the PyTorch parity check");
+  train
+      ->add_option("--rows", options->rows,
+                   "windows: --seq tokens of the corpus each; documents: one document each, cut "
+                   "at --seq and padded to it")
+      ->check(CLI::IsMember({"windows", "documents"}))
+      ->capture_default_str();
+  train
+      ->add_flag("--dynamic-padding", options->dynamic_padding,
+                 "rows are documents, each batch padded to its longest (one compiled graph for "
+                 "every length)");
   train->add_flag("--compare", options->compare,
                   "the same steps under each scalar policy, side by side");
   train->add_flag("--quiet", options->quiet, "no progress bar");

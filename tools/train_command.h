@@ -22,6 +22,10 @@ struct TrainCommandOptions {
   std::string optimizer_precision = "fp32";  // AdamW's state: fp32, bf16 or 8bit
   double dropout = -1;                       // -1: the model's (0.1)
   std::string mlm_head = "predicted";        // the MLM head at the predicted tokens, or all
+  // Rows: windows of `seq` tokens over the corpus ("windows"), or its documents cut at `seq`
+  // ("documents"), padded to `seq` or, with dynamic_padding, to each batch's longest row.
+  std::string rows = "windows";
+  bool dynamic_padding = false;  // implies rows = documents
   std::string scalars = "argument";
   uint64_t seed = 42;
   int64_t eval_every = -1;  // -1: about ten evaluations per run

@@ -82,4 +82,36 @@ class TokenWindows {
   mutable std::vector<int64_t> cached_order_;
 };
 
+// Documents as rows, for dynamic padding: row d is [CLS], the first max_len - 2 tokens of
+// document d, [SEP]; a batch is `batch_size` rows padded with pad_id to its longest row (as
+// HuggingFace's DataCollatorWithPadding pads) or to max_len, with an attention mask of 1 for
+// the tokens and 0 for the padding.
+class DocumentBatches {
+ public:
+  DocumentBatches(std::vector<std::vector<int64_t>> documents, int64_t max_len, int64_t cls_id,
+                  int64_t sep_id, int64_t pad_id, uint64_t seed);
+  int64_t size() const { return static_cast<int64_t>(documents_.size()); }
+  int64_t max_len() const { return max_len_; }
+
+  struct Batch {
+    std::vector<int64_t> ids;        // row-major [rows, length]
+    std::vector<int64_t> attention;  // the same shape: 1 for tokens, 0 for padding
+    int64_t rows = 0, length = 0;
+    int64_t tokens = 0;  // real tokens (the attention mask's sum)
+  };
+  // Batch number `index` (from 0, running on over epochs) of an order reshuffled every epoch;
+  // it depends only on the seed and the index. `to_longest`: padded to its longest row, else
+  // to max_len.
+  Batch shuffled(int64_t index, int64_t batch_size, bool to_longest) const;
+  // Documents first, first + 1, ... in corpus order (held-out evaluation).
+  Batch ordered(int64_t first, int64_t batch_size, bool to_longest) const;
+
+ private:
+  Batch rows_of(const std::vector<int64_t>& documents, bool to_longest) const;
+
+  std::vector<std::vector<int64_t>> documents_;
+  int64_t max_len_, cls_id_, sep_id_, pad_id_;
+  uint64_t seed_;
+};
+
 }  // namespace lt::data

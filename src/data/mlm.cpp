@@ -151,17 +151,27 @@ std::vector<int64_t> TokenWindows::window(int64_t w) const {
   return out;
 }
 
+namespace {
+
+// 0 .. n - 1 in the order of `epoch`: Fisher-Yates with a 64-bit Mersenne Twister, both fully
+// specified, so the order is the same with every standard library (std::shuffle's algorithm
+// is not specified).
+std::vector<int64_t> epoch_permutation(uint64_t seed, int64_t epoch, int64_t n) {
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(epoch));
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+}  // namespace
+
 const std::vector<int64_t>& TokenWindows::epoch_order(int64_t epoch) const {
   if (epoch != cached_epoch_) {
-    // Fisher-Yates with a 64-bit Mersenne Twister: both fully specified, so the order is the
-    // same with every standard library (std::shuffle's algorithm is not specified).
-    std::mt19937_64 rng(seed_ * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(epoch));
-    cached_order_.resize(windows_);
-    for (int64_t i = 0; i < windows_; ++i) cached_order_[i] = i;
-    for (int64_t i = windows_ - 1; i > 0; --i) {
-      const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
-      std::swap(cached_order_[i], cached_order_[j]);
-    }
+    cached_order_ = epoch_permutation(seed_, epoch, windows_);
     cached_epoch_ = epoch;
   }
   return cached_order_;
@@ -206,6 +216,78 @@ std::vector<int64_t> TokenWindows::ordered_ids(int64_t first, int64_t batch_size
     ids.insert(ids.end(), w.begin(), w.end());
   }
   return ids;
+}
+
+DocumentBatches::DocumentBatches(std::vector<std::vector<int64_t>> documents, int64_t max_len,
+                                 int64_t cls_id, int64_t sep_id, int64_t pad_id, uint64_t seed)
+    : documents_(std::move(documents)),
+      max_len_(max_len),
+      cls_id_(cls_id),
+      sep_id_(sep_id),
+      pad_id_(pad_id),
+      seed_(seed) {
+  if (max_len < 3) {
+    throw Error("DocumentBatches: rows need at least 3 tokens ([CLS], one token, [SEP]), got " +
+                std::to_string(max_len));
+  }
+  std::erase_if(documents_, [](const std::vector<int64_t>& d) { return d.empty(); });
+}
+
+DocumentBatches::Batch DocumentBatches::rows_of(const std::vector<int64_t>& documents,
+                                                bool to_longest) const {
+  Batch b;
+  b.rows = static_cast<int64_t>(documents.size());
+  b.length = to_longest ? 0 : max_len_;
+  for (int64_t d : documents) {
+    const int64_t row = std::min<int64_t>(static_cast<int64_t>(documents_[d].size()) + 2, max_len_);
+    if (to_longest) b.length = std::max(b.length, row);
+  }
+  b.ids.assign(b.rows * b.length, pad_id_);
+  b.attention.assign(b.rows * b.length, 0);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    const std::vector<int64_t>& doc = documents_[documents[r]];
+    const int64_t kept = std::min<int64_t>(static_cast<int64_t>(doc.size()), max_len_ - 2);
+    int64_t* ids = &b.ids[r * b.length];
+    ids[0] = cls_id_;
+    std::copy(doc.begin(), doc.begin() + kept, ids + 1);
+    ids[kept + 1] = sep_id_;
+    std::fill(&b.attention[r * b.length], &b.attention[r * b.length] + kept + 2, 1);
+    b.tokens += kept + 2;
+  }
+  return b;
+}
+
+DocumentBatches::Batch DocumentBatches::shuffled(int64_t index, int64_t batch_size,
+                                                 bool to_longest) const {
+  if (documents_.empty()) throw Error("DocumentBatches: no documents");
+  if (index < 0 || batch_size <= 0) {
+    throw Error("DocumentBatches: batch " + std::to_string(index) + " of size " +
+                std::to_string(batch_size));
+  }
+  const int64_t n = size();
+  std::vector<int64_t> picked;
+  int64_t epoch = -1;
+  std::vector<int64_t> order;
+  for (int64_t k = 0; k < batch_size; ++k) {
+    const int64_t position = index * batch_size + k;
+    if (position / n != epoch) {
+      epoch = position / n;
+      order = epoch_permutation(seed_, epoch, n);
+    }
+    picked.push_back(order[position % n]);
+  }
+  return rows_of(picked, to_longest);
+}
+
+DocumentBatches::Batch DocumentBatches::ordered(int64_t first, int64_t batch_size,
+                                                bool to_longest) const {
+  if (first < 0 || batch_size <= 0 || first + batch_size > size()) {
+    throw Error("DocumentBatches: documents " + std::to_string(first) + " to " +
+                std::to_string(first + batch_size) + " of " + std::to_string(size()));
+  }
+  std::vector<int64_t> picked(batch_size);
+  for (int64_t k = 0; k < batch_size; ++k) picked[k] = first + k;
+  return rows_of(picked, to_longest);
 }
 
 }  // namespace lt::data
