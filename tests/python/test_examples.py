@@ -51,3 +51,13 @@ def test_train_bert_fine_tunes_minilm():
     first, last, compiles = held_out(out)
     assert last < first - 1.0
     assert compiles == 0
+
+
+def test_generate_trains_on_many_lengths_and_decodes_on_a_few_graphs():
+    out = run_example("generate.py", "--tokens", "96")
+    m = re.search(r"trained to count on 150 lengths: loss ([\d.]+), graphs compiled: (\d+)", out)
+    assert m and float(m[1]) < 0.1 and int(m[2]) <= 3, out
+    assert "greedy continues the count: yes" in out
+    assert "graphs compiled for 96 tokens of each kind: 2" in out
+    sampled = re.search(r"top-3 at temperature 4: ([\d ]+)", out)[1].split()
+    assert len(sampled) == 96 and all(0 <= int(t) < 16 for t in sampled)
