@@ -32,48 +32,45 @@ bool SizeAssumptions::evaluate(const ir::Graph& graph, const Fact& fact) {
 }
 
 bool SizeAssumptions::record(const ir::Graph& graph, Fact fact) {
-  fact.answer = evaluate(graph, fact);
+  if (!evaluate(graph, fact)) return false;
   const uint64_t key = static_cast<uint64_t>(fact.a) << 32 ^ static_cast<uint64_t>(fact.b) << 8 ^
                        static_cast<uint64_t>(fact.count) << 2 ^ static_cast<uint64_t>(fact.kind);
   if (asked_.insert(key).second) facts_.push_back(fact);
-  return fact.answer;
+  return true;
 }
 
 bool SizeAssumptions::same_numel(const ir::Graph& graph, uint32_t a, uint32_t b) {
   if (a == b) return true;
-  return record(graph, {Kind::SameNumel, false, 0, std::min(a, b), std::max(a, b)});
+  return record(graph, {Kind::SameNumel, 0, std::min(a, b), std::max(a, b)});
 }
 
 bool SizeAssumptions::same_leading_dims(const ir::Graph& graph, uint32_t a, uint32_t b,
                                         int count) {
-  return record(graph, {Kind::SameLeadingDims, false, static_cast<uint8_t>(count), std::min(a, b),
-                        std::max(a, b)});
+  return record(graph,
+                {Kind::SameLeadingDims, static_cast<uint8_t>(count), std::min(a, b), std::max(a, b)});
 }
 
 bool SizeAssumptions::reads_storage_in_order(const ir::Graph& graph, uint32_t node) {
   if (!ir::is_view(graph.node(node).op)) return true;
-  return record(graph, {Kind::ReadsInOrder, false, 0, node, 0});
+  return record(graph, {Kind::ReadsInOrder, 0, node, 0});
 }
 
 bool SizeAssumptions::hold_for(const ir::Graph& graph, std::string* why) const {
   for (const Fact& fact : facts_) {
-    if (evaluate(graph, fact) == fact.answer) continue;
+    if (evaluate(graph, fact)) continue;
     if (why) {
-      const ir::Node& a = graph.node(fact.a);
-      const std::string first = "node " + std::to_string(fact.a) + " " + a.shape.str();
+      const std::string a = "node " + std::to_string(fact.a) + " " + graph.node(fact.a).shape.str();
+      const std::string b = "node " + std::to_string(fact.b) + " " + graph.node(fact.b).shape.str();
       switch (fact.kind) {
         case Kind::SameNumel:
-          *why = first + (fact.answer ? " no longer has" : " now has") + " as many elements as node " +
-                 std::to_string(fact.b) + " " + graph.node(fact.b).shape.str();
+          *why = a + " no longer has as many elements as " + b;
           break;
         case Kind::SameLeadingDims:
-          *why = "the first " + std::to_string(fact.count) + " dims of " + first +
-                 (fact.answer ? " no longer agree" : " now agree") + " with node " +
-                 std::to_string(fact.b) + " " + graph.node(fact.b).shape.str();
+          *why = "the first " + std::to_string(fact.count) + " dims of " + a +
+                 " no longer agree with " + b;
           break;
         case Kind::ReadsInOrder:
-          *why = first + " is a view that " +
-                 (fact.answer ? "no longer reads" : "now reads") + " all of its storage in order";
+          *why = a + " is a view that no longer reads all of its storage in order";
           break;
       }
     }

@@ -6,9 +6,10 @@
 // more: an elementwise node's operand has its shape exactly when their ranks and dims of 1
 // agree. The execution plan compares sizes of unrelated values too (whether a temporary can
 // take over another's buffer, whether a launch iterates a row group's rows, whether a view
-// reads its storage in order); it asks them here, which records each question with its
-// answer. A plan holds for another graph of its signature when every recorded question gets
-// the same answer there.
+// reads its storage in order); it asks them here, which records each question answered yes.
+// Every yes allows something (a shared buffer, a launch inside a row group) and every no only
+// keeps the plan from it, which is as valid at any size: a plan holds for another graph of its
+// signature when every recorded question is answered yes there too.
 #include <cstdint>
 #include <string>
 #include <unordered_set>
@@ -28,8 +29,8 @@ class SizeAssumptions {
   // storage with contiguous strides (a reshape).
   bool reads_storage_in_order(const ir::Graph& graph, uint32_t node);
 
-  // Whether every recorded question has its recorded answer in `graph`; if not, `why` says
-  // which one does not (in graph's sizes).
+  // Whether every question answered yes is answered yes in `graph` too; if not, `why` says
+  // which one is not (in graph's sizes).
   bool hold_for(const ir::Graph& graph, std::string* why = nullptr) const;
   size_t size() const { return facts_.size(); }
 
@@ -37,7 +38,6 @@ class SizeAssumptions {
   enum class Kind : uint8_t { SameNumel, SameLeadingDims, ReadsInOrder };
   struct Fact {
     Kind kind;
-    bool answer;
     uint8_t count;
     uint32_t a, b;
   };

@@ -83,3 +83,49 @@ def test_bert_mlm_training_matches_eager_cpu(attn, fused):
         # transformers reads the mask on the host once per forward (`.all()`), and the loop
         # reads the loss
         assert reads[step - 1] <= 2
+
+
+def padded_batches(seed, lengths):
+    """Batches padded to their longest row, as DataCollatorWithPadding makes them: one length
+    per batch, drawn from `lengths`."""
+    g = torch.Generator().manual_seed(seed)
+    for longest in lengths:
+        ids = torch.randint(5, VOCAB, (BATCH, longest), generator=g)
+        rows = torch.randint(2, longest + 1, (BATCH,), generator=g)
+        rows[0] = longest
+        mask = (torch.arange(longest)[None, :] < rows[:, None]).long()
+        labels = torch.where(torch.rand(BATCH, longest, generator=g) < 0.15, ids, -100)
+        labels[:, 0] = ids[:, 0]
+        yield ids * mask, mask, torch.where(mask.bool(), labels, -100)
+
+
+def test_dynamic_padding_compiles_a_few_graphs_and_matches_eager_cpu():
+    """Ten lengths in twelve steps: the graphs of the first steps serve every later length."""
+    lengths = [24, 40, 17, 64, 33, 48, 24, 56, 29, 64, 12, 40]
+    seed = torch.seed() % 2**31
+    torch.manual_seed(seed)
+    model = make_model("sdpa")
+    reference = make_model("sdpa")
+    reference.load_state_dict(model.state_dict())
+    results = {}
+    for name, m, device in (("device", model, DEVICE), ("cpu", reference, "cpu")):
+        m.to(device)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        losses, compiles = [], []
+        for ids, mask, labels in padded_batches(seed, lengths):
+            with Counters() as c:
+                out = m(input_ids=ids.to(device), attention_mask=mask.to(device),
+                        labels=labels.to(device))
+                out.loss.backward()
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+                losses.append(out.loss.item())
+            compiles.append(c["UncachedCompile"])
+        results[name] = (losses, compiles)
+    losses, compiles = results["device"]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(results["cpu"][0]),
+                               rtol=1e-4, atol=0)
+    print(f"\ncompiles per step over lengths {lengths}: {compiles}")
+    assert sum(compiles) <= 4, compiles
+    assert sum(compiles[3:]) == 0, compiles
