@@ -7,6 +7,7 @@
 //   generate [tokens]      (default 40, at most 96)
 #include <lazytensor/lazytensor.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -154,8 +155,13 @@ int main(int argc, char** argv) {
   const int64_t compiles_before = lt::metrics::counter_value("UncachedCompile");
   model.eval();
   const std::vector<int64_t> prompt{3, 4, 5, 6};
+  const auto start = std::chrono::steady_clock::now();
   const std::vector<int64_t> greedy = generate(model, prompt, tokens, 1, 1.0);
-  print("greedy", greedy);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("greedy (%.3f s):", seconds);
+  for (int64_t t : greedy) std::printf(" %lld", static_cast<long long>(t));
+  std::printf("\n");
   print("top-3 at temperature 4", generate(model, prompt, tokens, 3, 4.0));
   bool counts = true;
   for (size_t i = 0; i < greedy.size(); ++i) counts = counts && greedy[i] == int64_t(7 + i) % kVocab;

@@ -10,9 +10,10 @@
 //             ExecuteComputation, KernelLaunch, KernelCompile, KernelDiskCacheHit,
 //             DeviceAllocation, DeviceAllocationReused (a freed block of 1 MiB or more
 //             served again), DonatedBuffer, TracedOps, RowGroupLaunch (launches run
-//             together row block by row block, see lt::set_row_groups)
-//   timers:   TraceTime, CompileTime, ExecuteTime, TransferToDeviceTime, HostWaitTime,
-//             MatMulTime (the GEMM library calls of matmul)
+//             together row block by row block, see lt::set_row_groups), SizeBind (a
+//             compiled graph bound to new sizes, see lt::set_symbolic_sizes)
+//   timers:   TraceTime, CompileTime, BindTime, ExecuteTime, TransferToDeviceTime,
+//             HostWaitTime, MatMulTime (the GEMM library calls of matmul)
 namespace lt::metrics {
 
 // 0 for a counter never touched.

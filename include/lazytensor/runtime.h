@@ -168,7 +168,7 @@ struct StepStats {
   int64_t launches = 0;         // kernel launches
   int64_t donated_buffers = 0;  // outputs written into the buffer of an input nothing else holds
   // Device memory the step's temporaries (values that are no output) needed at once: one
-  // arena, packed from their lifetimes at compile time.
+  // arena, packed from their lifetimes for the step's sizes.
   int64_t temporary_bytes = 0;
   bool cache_hit = false;
 };
