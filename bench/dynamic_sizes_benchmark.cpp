@@ -137,9 +137,10 @@ void dynamic_padding(Trainer& t) {
   const auto share = [&](int k) {
     return 100.0 * (1.0 - static_cast<double>(tokens[k]) / static_cast<double>(positions[k]));
   };
-  std::printf("| rows: fortunes, cut at 128 | tokens/s (real, median of 3 rounds of %d steps) "
-              "| padding |\n|---|---:|---:|\n",
-              kSteps);
+  std::printf(
+      "| rows: fortunes, cut at 128 | tokens/s (real, median of 3 rounds of %d steps) "
+      "| padding |\n|---|---:|---:|\n",
+      kSteps);
   std::printf("| every batch padded to 128 | %.0f | %.0f%% |\n", padded, share(0));
   std::printf("| each batch padded to its longest | %.0f | %.0f%% |\n", longest, share(1));
   std::printf("| ratio | %.2fx | |\n", longest / padded);

@@ -26,10 +26,12 @@ constexpr int64_t kVocab = 16, kWidth = 32, kLayers = 2, kContext = 128;
 class Block : public lt::nn::Module {
  public:
   Block() {
-    ln1_ = register_module("ln1", std::make_shared<lt::nn::LayerNorm>(std::vector<int64_t>{kWidth}));
+    ln1_ =
+        register_module("ln1", std::make_shared<lt::nn::LayerNorm>(std::vector<int64_t>{kWidth}));
     qkv_ = register_module("qkv", std::make_shared<lt::nn::Linear>(kWidth, 3 * kWidth));
     proj_ = register_module("proj", std::make_shared<lt::nn::Linear>(kWidth, kWidth));
-    ln2_ = register_module("ln2", std::make_shared<lt::nn::LayerNorm>(std::vector<int64_t>{kWidth}));
+    ln2_ =
+        register_module("ln2", std::make_shared<lt::nn::LayerNorm>(std::vector<int64_t>{kWidth}));
     up_ = register_module("up", std::make_shared<lt::nn::Linear>(kWidth, 4 * kWidth));
     down_ = register_module("down", std::make_shared<lt::nn::Linear>(4 * kWidth, kWidth));
   }
@@ -97,10 +99,11 @@ Tensor next_token(const Tensor& logits, int64_t top_k, double temperature) {
   // The k-th largest logit: the maximum, taken out k - 1 times.
   Tensor rest = scaled;
   for (int64_t i = 1; i < top_k; ++i) {
-    rest = rest.masked_fill(rest.ge(rest.max({-1}, true)), -std::numeric_limits<double>::infinity());
+    rest =
+        rest.masked_fill(rest.ge(rest.max({-1}, true)), -std::numeric_limits<double>::infinity());
   }
-  const Tensor kept = scaled.masked_fill(scaled.lt(rest.max({-1}, true)),
-                                         -std::numeric_limits<double>::infinity());
+  const Tensor kept =
+      scaled.masked_fill(scaled.lt(rest.max({-1}, true)), -std::numeric_limits<double>::infinity());
   const Tensor gumbel = -(-(lt::rand(kept.shape()) + 1e-9).log()).log();
   return (kept + gumbel).argmax(-1, /*keepdim=*/true);
 }
@@ -142,8 +145,8 @@ int main(int argc, char** argv) {
     const int64_t length = 8 + static_cast<int64_t>(rng() % 93);
     const Tensor ids = counting_batch(rng, 16, length);
     const Tensor logits = model.forward(ids.slice(1, 0, length - 1));
-    const Tensor loss = lt::cross_entropy(logits.reshape({-1, kVocab}),
-                                          ids.slice(1, 1, length).reshape({-1}));
+    const Tensor loss =
+        lt::cross_entropy(logits.reshape({-1, kVocab}), ids.slice(1, 1, length).reshape({-1}));
     loss.backward();
     optimizer.step();
     optimizer.zero_grad();
@@ -164,9 +167,11 @@ int main(int argc, char** argv) {
   std::printf("\n");
   print("top-3 at temperature 4", generate(model, prompt, tokens, 3, 4.0));
   bool counts = true;
-  for (size_t i = 0; i < greedy.size(); ++i) counts = counts && greedy[i] == int64_t(7 + i) % kVocab;
+  for (size_t i = 0; i < greedy.size(); ++i)
+    counts = counts && greedy[i] == int64_t(7 + i) % kVocab;
   std::printf("greedy continues the count: %s\n", counts ? "yes" : "no");
-  std::printf("graphs compiled for %d tokens of each kind: %lld\n", tokens,
-              static_cast<long long>(lt::metrics::counter_value("UncachedCompile") - compiles_before));
+  std::printf(
+      "graphs compiled for %d tokens of each kind: %lld\n", tokens,
+      static_cast<long long>(lt::metrics::counter_value("UncachedCompile") - compiles_before));
   return counts ? 0 : 1;
 }

@@ -113,13 +113,16 @@ TEST_F(DynamicSizesTest, TrainingOnNineLengthsCompilesAtMostThreeGraphs) {
   EXPECT_LT(losses.back(), losses.front()) << "the model learns";
 }
 
-// Greedy decoding as a GPT script writes it: run the model on the whole context, take the last
-// position's argmax, append it, read it. `cut_each_token` calls mark_step() after the append.
-std::vector<int64_t> greedy_decode(const lt::models::Bert& model, int tokens, bool cut_each_token) {
+// Greedy decoding as a GPT script writes it: run the model on the context (cropped to its last
+// `crop` tokens, as nanoGPT's idx[:, -block_size:], when crop > 0), take the last position's
+// argmax, append it, read it. `cut_each_token` calls mark_step() after the append.
+std::vector<int64_t> greedy_decode(const lt::models::Bert& model, int tokens, bool cut_each_token,
+                                   int64_t crop = 0) {
   Tensor context = lt::from_vector(std::vector<int64_t>{5, 17, 99, 3, 250, 42, 7, 8}, {1, 8});
   std::vector<int64_t> out;
   for (int t = 0; t < tokens; ++t) {
-    const Tensor logits = model.forward(context);  // [1, T, vocab]
+    const Tensor window = crop > 0 ? context.slice(1, -crop, context.shape()[1]) : context;
+    const Tensor logits = model.forward(window);  // [1, T, vocab]
     const Tensor next = logits.select(1, -1).argmax(-1, /*keepdim=*/true);
     context = lt::cat({context, next}, 1);
     if (cut_each_token) lt::mark_step();
@@ -150,6 +153,22 @@ TEST_F(DynamicSizesTest, GreedyDecodingOfAHundredTokensCompilesAtMostThreeGraphs
         << "the tokens of a graph compiled for each length";
     EXPECT_GE(counter("UncachedCompile"), 100);
   }
+}
+
+// Once the context is longer than the model's window, nanoGPT crops it to its last block_size
+// tokens: a view whose offset grows by one a token, which is a size like any other.
+TEST_F(DynamicSizesTest, ACroppedContextBindsItsGrowingOffset) {
+  lt::manual_seed(9);
+  lt::models::Bert model(small_bert());
+  model.eval();
+  const lt::NoGradGuard no_grad;
+  lt_test::settle();
+  const std::vector<int64_t> tokens = greedy_decode(model, 60, false, /*crop=*/24);
+  EXPECT_LE(counter("UncachedCompile"), 3) << lt::last_recompile_reason();
+  lt::set_symbolic_sizes(false);
+  lt::clear_compile_caches();
+  lt_test::settle();
+  EXPECT_EQ(greedy_decode(model, 60, false, /*crop=*/24), tokens);
 }
 
 // What a read computes stays computed: the values its graph computes on the way, and one op on

@@ -119,8 +119,7 @@ TEST_F(GraphExecutorTest, WithoutSymbolicSizesANewSizeRecompiles) {
   lt::wait_device_ops();
   EXPECT_EQ(counter("UncachedCompile"), 2);
   EXPECT_EQ(counter("SizeBind"), 0);
-  lt_test::expect_mentions(lt::last_recompile_reason(),
-                           {"shape changed from [1000] to [3000]"});
+  lt_test::expect_mentions(lt::last_recompile_reason(), {"shape changed from [1000] to [3000]"});
 }
 
 // A plan that rests on a relation between sizes (here: the slice of a reshape has as many
@@ -145,7 +144,8 @@ TEST_F(GraphExecutorTest, SizesThatBreakThePlansAssumptionsCompileTheirOwn) {
       for (int64_t j = 0; j < keep; ++j) want.push_back(2.0 * inputs[r][i * rows * 2 + j] + 1.0);
     }
     expect_close(y.to_vector<double>(), want, kF32);
-    EXPECT_EQ(counter("UncachedCompile"), compiles_after[r]) << "rows " << rows << ", keep " << keep;
+    EXPECT_EQ(counter("UncachedCompile"), compiles_after[r])
+        << "rows " << rows << ", keep " << keep;
     if (r == 2) {
       lt_test::expect_mentions(lt::last_recompile_reason(), {"relation between sizes", "elements"});
     }

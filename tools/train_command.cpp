@@ -343,14 +343,14 @@ class Run {
     mlm_.mask_id = tokenizer.mask_id();
     mlm_.special_ids = {tokenizer.pad_id(), tokenizer.cls_id(), tokenizer.sep_id()};
     if (o.rows == "documents") {
-      train_documents_.emplace(data.train_documents, o.seq, tokenizer.cls_id(),
-                               tokenizer.sep_id(), tokenizer.pad_id(), o.seed);
+      train_documents_.emplace(data.train_documents, o.seq, tokenizer.cls_id(), tokenizer.sep_id(),
+                               tokenizer.pad_id(), o.seed);
       heldout_documents_.emplace(data.heldout_documents, o.seq, tokenizer.cls_id(),
                                  tokenizer.sep_id(), tokenizer.pad_id(), o.seed);
     }
-    eval_batches_ = std::min(o.eval_batches, (heldout_documents_ ? heldout_documents_->size()
-                                                                 : heldout_windows_.size()) /
-                                                 o.batch);
+    eval_batches_ = std::min(
+        o.eval_batches,
+        (heldout_documents_ ? heldout_documents_->size() : heldout_windows_.size()) / o.batch);
     if (!o.resume_path.empty()) resume(trainer_, o);
     if (distributed::world_size() > 1) draw_per_rank();
     // Initial values, loaded weights, restored state and the weights' bf16 copies (under
@@ -409,9 +409,9 @@ class Run {
         static_cast<uint64_t>(index);
     const int64_t begin = first_row * rows.length, end = begin + o_.batch * rows.length;
     StepBatch b;
-    b.mlm = data::mask_tokens(
-        std::vector<int64_t>(rows.ids.begin() + begin, rows.ids.begin() + end), o_.batch,
-        rows.length, mlm_, key, first_row);
+    b.mlm =
+        data::mask_tokens(std::vector<int64_t>(rows.ids.begin() + begin, rows.ids.begin() + end),
+                          o_.batch, rows.length, mlm_, key, first_row);
     if (!rows.attention.empty()) {
       b.attention = from_vector(
           std::vector<int64_t>(rows.attention.begin() + begin, rows.attention.begin() + end),
@@ -471,8 +471,7 @@ class Run {
     const HostRows rows = train_rows(t.step, o_.batch * world);
     tokens = rows.tokens;
     length = rows.length;
-    const StepBatch b =
-        mask_batch(rows, distributed::rank() * o_.batch, MaskStream::train, t.step);
+    const StepBatch b = mask_batch(rows, distributed::rank() * o_.batch, MaskStream::train, t.step);
     Tensor loss;
     {
       // The forward under autocast; its backward records its own precision (as PyTorch's).
@@ -559,8 +558,8 @@ class Run {
       const double elapsed = seconds_since(run_start);
       const int64_t done = t.step - r.first_step + 1;
       const double last = t.losses.empty() ? NAN : t.losses.back();
-      const int64_t tokens_done = std::accumulate(r.step_tokens.end() - done, r.step_tokens.end(),
-                                                  int64_t{0});
+      const int64_t tokens_done =
+          std::accumulate(r.step_tokens.end() - done, r.step_tokens.end(), int64_t{0});
       progress.update(t.step, last, static_cast<double>(tokens_done) / elapsed,
                       elapsed / done * static_cast<double>(o_.steps - t.step), heldout);
       before = counters();
@@ -579,9 +578,9 @@ class Run {
     if (r.step_tokens.empty()) {
       r.tokens_per_second = 0;
     } else if (o_.rows == "windows") {
-      r.tokens_per_second =
-          r.step_seconds_median > 0 ? static_cast<double>(r.step_tokens.front()) / r.step_seconds_median
-                                    : 0;
+      r.tokens_per_second = r.step_seconds_median > 0
+                                ? static_cast<double>(r.step_tokens.front()) / r.step_seconds_median
+                                : 0;
     } else {
       // Steps of different lengths take different times: real tokens over the time they took,
       // the first step (compiles) left out.
@@ -639,46 +638,47 @@ double padding_share(const TrainCommandOptions& o, const TrainResult& r) {
 
 json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResult& r,
                  int64_t params) {
-  json j = {{"model", o.model},
-            {"init", o.init},
-            {"data", o.data},
-            {"params", params},
-            {"steps", o.steps},
-            {"batch", o.batch},
-            {"world_size", distributed::world_size()},
-            {"seq", o.seq},
-            {"lr", o.lr},
-            {"warmup", Run::warmup(o)},
-            {"schedule", o.schedule},
-            {"clip_norm", o.clip_norm},
-            {"weight_decay", o.weight_decay},
-            {"precision", o.precision},
-            {"optimizer_precision", o.optimizer_precision},
-            {"mlm_head", o.mlm_head},
-            {"matmul_library", matmul_library(products_dtype(o))},
-            {"seed", o.seed},
-            {"scalar_policy", r.policy},
-            {"kernel_compiler", kernel_compiler()},
-            {"first_step", r.first_step},
-            {"losses", t.losses},
-            {"heldout", t.heldout},
-            {"step_seconds", r.step_seconds},
-            {"step_seconds_median", r.step_seconds_median},
-            {"tokens_per_second", r.tokens_per_second},
-            {"rows", o.rows},
-            {"dynamic_padding", o.dynamic_padding},
-            {"lengths_per_step", r.step_lengths},
-            {"distinct_lengths", std::set<int64_t>(r.step_lengths.begin(), r.step_lengths.end()).size()},
-            {"padding_share", padding_share(o, r)},
-            {"size_binds", r.counters_total.count("SizeBind") ? r.counters_total.at("SizeBind") : 0},
-            {"sync_transfers_per_step", r.sync_transfers},
-            {"compiles_per_step", r.compiles},
-            {"peak_device_bytes", r.peak_device_bytes},
-            {"execute_seconds", r.execute_seconds},
-            {"gemm_seconds", r.gemm_seconds},
-            {"gemm_share", r.execute_seconds > 0 ? r.gemm_seconds / r.execute_seconds : 0.0},
-            {"counters", r.counters_total},
-            {"counters_after_first_step", r.counters_after_first}};
+  json j = {
+      {"model", o.model},
+      {"init", o.init},
+      {"data", o.data},
+      {"params", params},
+      {"steps", o.steps},
+      {"batch", o.batch},
+      {"world_size", distributed::world_size()},
+      {"seq", o.seq},
+      {"lr", o.lr},
+      {"warmup", Run::warmup(o)},
+      {"schedule", o.schedule},
+      {"clip_norm", o.clip_norm},
+      {"weight_decay", o.weight_decay},
+      {"precision", o.precision},
+      {"optimizer_precision", o.optimizer_precision},
+      {"mlm_head", o.mlm_head},
+      {"matmul_library", matmul_library(products_dtype(o))},
+      {"seed", o.seed},
+      {"scalar_policy", r.policy},
+      {"kernel_compiler", kernel_compiler()},
+      {"first_step", r.first_step},
+      {"losses", t.losses},
+      {"heldout", t.heldout},
+      {"step_seconds", r.step_seconds},
+      {"step_seconds_median", r.step_seconds_median},
+      {"tokens_per_second", r.tokens_per_second},
+      {"rows", o.rows},
+      {"dynamic_padding", o.dynamic_padding},
+      {"lengths_per_step", r.step_lengths},
+      {"distinct_lengths", std::set<int64_t>(r.step_lengths.begin(), r.step_lengths.end()).size()},
+      {"padding_share", padding_share(o, r)},
+      {"size_binds", r.counters_total.count("SizeBind") ? r.counters_total.at("SizeBind") : 0},
+      {"sync_transfers_per_step", r.sync_transfers},
+      {"compiles_per_step", r.compiles},
+      {"peak_device_bytes", r.peak_device_bytes},
+      {"execute_seconds", r.execute_seconds},
+      {"gemm_seconds", r.gemm_seconds},
+      {"gemm_share", r.execute_seconds > 0 ? r.gemm_seconds / r.execute_seconds : 0.0},
+      {"counters", r.counters_total},
+      {"counters_after_first_step", r.counters_after_first}};
   return j;
 }
 
@@ -925,10 +925,9 @@ Command add_train_command(CLI::App& app) {
                    "at --seq and padded to it")
       ->check(CLI::IsMember({"windows", "documents"}))
       ->capture_default_str();
-  train
-      ->add_flag("--dynamic-padding", options->dynamic_padding,
-                 "rows are documents, each batch padded to its longest (one compiled graph for "
-                 "every length)");
+  train->add_flag("--dynamic-padding", options->dynamic_padding,
+                  "rows are documents, each batch padded to its longest (one compiled graph for "
+                  "every length)");
   train->add_flag("--compare", options->compare,
                   "the same steps under each scalar policy, side by side");
   train->add_flag("--quiet", options->quiet, "no progress bar");

@@ -61,9 +61,8 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   // the group's rows.
   auto row_for_row = [&](const Kernel& kernel, uint32_t node, bool reshape_allowed) {
     const ir::Node& value = graph.node(node);
-    const bool in_place = reshape_allowed
-                              ? plan.assumptions.reads_storage_in_order(graph, node)
-                              : !ir::is_view(value.op);
+    const bool in_place = reshape_allowed ? plan.assumptions.reads_storage_in_order(graph, node)
+                                          : !ir::is_view(value.op);
     return in_place && value.shape.rank() == iteration_shape(graph, kernel).rank() &&
            starts_with_rows(graph, plan, node, rows);
   };

@@ -14,7 +14,7 @@ struct Kernel {
   // The graph node whose shape is the iteration space: elementwise, an output; reduction, its
   // operand. A node, not a shape: one plan serves graphs of every size (size_assumptions.h).
   uint32_t shape_node = 0;
-  uint32_t reduce_mask = 0;  // reduction: the reduced dims of the iteration space
+  uint32_t reduce_mask = 0;            // reduction: the reduced dims of the iteration space
   std::vector<uint32_t> input_nodes;   // graph node read by each program input
   std::vector<uint32_t> output_nodes;  // graph node written by each program output
   std::vector<uint32_t> scalar_nodes;  // Scalar leaf passed as each scalar argument

@@ -44,10 +44,9 @@ bool SizeAssumptions::same_numel(const ir::Graph& graph, uint32_t a, uint32_t b)
   return record(graph, {Kind::SameNumel, 0, std::min(a, b), std::max(a, b)});
 }
 
-bool SizeAssumptions::same_leading_dims(const ir::Graph& graph, uint32_t a, uint32_t b,
-                                        int count) {
-  return record(graph,
-                {Kind::SameLeadingDims, static_cast<uint8_t>(count), std::min(a, b), std::max(a, b)});
+bool SizeAssumptions::same_leading_dims(const ir::Graph& graph, uint32_t a, uint32_t b, int count) {
+  return record(
+      graph, {Kind::SameLeadingDims, static_cast<uint8_t>(count), std::min(a, b), std::max(a, b)});
 }
 
 bool SizeAssumptions::reads_storage_in_order(const ir::Graph& graph, uint32_t node) {

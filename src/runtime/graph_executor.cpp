@@ -159,8 +159,8 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
     std::string why;
     g.executable = compiled->bind(g.graph, &why);
     if (!g.executable) {
-      throw Error("mark_step: a graph's plan does not hold for the sizes it was made from (" +
-                  why + "); this is a bug in lazytensor");
+      throw Error("mark_step: a graph's plan does not hold for the sizes it was made from (" + why +
+                  "); this is a bug in lazytensor");
     }
   }
   g.compile_seconds =
@@ -171,8 +171,8 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
   if (st.compiles > 0) {
     const GraphSignature* near = st.cache.nearest(g.signature);
     st.last_recompile_reason =
-        "compile #" + std::to_string(st.compiles + 1) + " at step " +
-        std::to_string(st.steps + 1) + ": " +
+        "compile #" + std::to_string(st.compiles + 1) + " at step " + std::to_string(st.steps + 1) +
+        ": " +
         (!sizes_break.empty()
              ? "a graph of this structure is compiled, but its plan rests on a relation "
                "between sizes that these sizes break: " +

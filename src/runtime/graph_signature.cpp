@@ -67,7 +67,7 @@ std::string shape_string(const GraphSignature& s, const Record& r) {
   size_t next = r.sizes_begin;
   for (int d = 0; d < r.header.rank; ++d) {
     const uint64_t dim = r.dims(s)[d];
-    const int64_t value = dim != kSymbolicSize   ? static_cast<int64_t>(dim)
+    const int64_t value = dim != kSymbolicSize    ? static_cast<int64_t>(dim)
                           : next < s.sizes.size() ? s.sizes[next++]
                                                   : -1;
     out += (d ? ", " : "") + std::to_string(value);
@@ -145,8 +145,10 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
   position.reset();
   std::vector<uint64_t>& words = signature.words;
   std::vector<int64_t>& sizes = signature.sizes;
-  const auto push_size = [&](int64_t size) {
-    if (!symbolic_sizes || size == 0 || size == 1) {
+  // A size is kept when `kept` says so: a dim of 0 or 1 (broadcasting and empty values depend
+  // on it), a view's stride of 0 (an expanded dim); a view's offset never is.
+  const auto push_size = [&](int64_t size, bool kept) {
+    if (!symbolic_sizes || kept) {
       words.push_back(static_cast<uint64_t>(size));
     } else {
       words.push_back(kSymbolicSize);
@@ -175,7 +177,7 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
       const RecordHeader header{node->op, node->dtype, node->shape.rank(), node->num_operands(),
                                 static_cast<int>(node->attrs.size())};
       words.push_back(header.encode());
-      for (int64_t dim : node->shape) push_size(dim);
+      for (int64_t dim : node->shape) push_size(dim, dim == 0 || dim == 1);
       for (int k = 0; k < node->num_operands(); ++k) {
         const uint32_t operand = position.at(node->operands[k].get());
         graph.operand_ids.push_back(operand);
@@ -183,10 +185,13 @@ void build_graph(const std::vector<const ir::Node*>& roots, uint64_t prefix, ir:
       }
       int attr_index = 0;
       node->attrs.for_each([&](int64_t attr) {
-        if (ir::is_size_attr(node->op, attr_index++)) {
-          push_size(attr);
-        } else {
+        const int k = attr_index++;
+        if (!ir::is_size_attr(node->op, k)) {
           words.push_back(static_cast<uint64_t>(attr));
+        } else if (node->op == ir::OpKind::View) {
+          push_size(attr, k > 0 && attr == 0);
+        } else {
+          push_size(attr, attr == 0 || attr == 1);
         }
       });
       graph.operand_begin.push_back(static_cast<uint32_t>(graph.operand_ids.size()));

@@ -12,9 +12,10 @@ namespace lt::runtime {
 // record per node in topological order, then the outputs. A record is a header (op, dtype,
 // rank, operand count, attribute count), the dims, the operand positions and the attributes:
 // never scalar argument values or buffer identities. Sizes (dims, and the attributes that
-// ir::is_size_attr names) are symbolic: a size of 0 or 1 is kept (broadcasting and empty
-// values depend on it), any other is the word kSymbolicSize and its value goes to `sizes`, as
-// a scalar's value goes to the kernel arguments. Graphs of equal signatures compile once; a
+// ir::is_size_attr names) are symbolic: a dim of 0 or 1 is kept (broadcasting and empty values
+// depend on it), and so is a view's stride of 0 (an expanded dim); any other size is the word
+// kSymbolicSize and its value goes to `sizes`, as a scalar's value goes to the kernel
+// arguments. Graphs of equal signatures compile once; a
 // compiled graph then serves the sizes of each (backend::CompiledGraph::bind).
 struct GraphSignature {
   std::vector<uint64_t> words;

@@ -740,8 +740,7 @@ std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
   return compiled;
 }
 
-std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph,
-                                                   std::string* why) const {
+std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::string* why) const {
   if (!plan.assumptions.hold_for(graph, why)) return nullptr;
   auto exe = std::make_shared<CpuExecutable>();
   const compiler::ArenaLayout arena = compiler::layout_arena(plan, graph);
