@@ -472,6 +472,38 @@ TEST_F(BertTest, WindowsAreShuffledPerEpochFromTheSeedAlone) {
                   {"2 tokens", "12"});
 }
 
+// Documents as rows: [CLS] document [SEP], cut at max_len, padded to the batch's longest row
+// or to max_len, with an attention mask over the real tokens; orders reshuffle per epoch.
+TEST_F(BertTest, DocumentBatchesPadToTheLongestRowOrToTheMaximum) {
+  std::vector<std::vector<int64_t>> docs;
+  for (int64_t d = 0; d < 10; ++d) docs.push_back(std::vector<int64_t>(1 + d, 1000 + d));
+  docs.emplace_back();  // an empty document is no row
+  const lt::data::DocumentBatches rows(docs, 8, 101, 102, 0, 3);
+  ASSERT_EQ(rows.size(), 10);
+  const auto first = rows.ordered(0, 3, /*to_longest=*/true);  // documents of 1, 2, 3 tokens
+  EXPECT_EQ(first.length, 5);
+  EXPECT_EQ(first.tokens, 3 + 4 + 5);
+  EXPECT_EQ(first.ids, (std::vector<int64_t>{101, 1000, 102, 0, 0,     //
+                                             101, 1001, 1001, 102, 0,  //
+                                             101, 1002, 1002, 1002, 102}));
+  EXPECT_EQ(first.attention, (std::vector<int64_t>{1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1}));
+  const auto last = rows.ordered(8, 2, /*to_longest=*/true);  // 9 and 10 tokens, cut at 6
+  EXPECT_EQ(last.length, 8);
+  EXPECT_EQ(last.tokens, 16);
+  EXPECT_EQ(last.ids[7], 102);
+  EXPECT_EQ(rows.ordered(0, 3, /*to_longest=*/false).length, 8);
+
+  std::multiset<int64_t> seen;
+  for (int64_t b = 0; b < 5; ++b) {  // one epoch in batches of 2
+    const auto batch = rows.shuffled(b, 2, true);
+    for (int64_t r = 0; r < 2; ++r) seen.insert(batch.ids[r * batch.length + 1]);
+  }
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 10u) << "each document once";
+  const lt::data::DocumentBatches again(docs, 8, 101, 102, 0, 3);
+  EXPECT_EQ(again.shuffled(7, 2, true).ids, rows.shuffled(7, 2, true).ids);
+  expect_mentions(error_message([&] { rows.ordered(9, 2, true); }), {"documents 9 to 11 of 10"});
+}
+
 // The tiny model on the fortunes corpus with a warm-up + linear schedule, gradient clipping and
 // dropout: the held-out loss falls, and after the first step no step compiles or waits for an
 // upload.

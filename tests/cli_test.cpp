@@ -352,6 +352,40 @@ TEST_F(CliTest, TrainWritesItsReportPlotAndCheckpoint) {
   EXPECT_EQ(moments, 2 * 42u);
 }
 
+// Dynamic padding: the fortunes as rows, each batch padded to its longest; its lengths change
+// from step to step and no step after the first compiles. The same rows padded to --seq are
+// all of one length, with more padding.
+TEST_F(CliTest, TrainWithDynamicPaddingCompilesOnceForEveryLength) {
+  const auto report_of = [&](const std::vector<std::string>& rows, const std::string& name) {
+    const fs::path path = dir_.path() / name;
+    std::vector<std::string> args =
+        with(kTinyTrain, {"--steps", "8", "--eval-batches", "1", "--json", path.string()});
+    args.insert(args.end(), rows.begin(), rows.end());
+    const Outcome r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_json(path);
+  };
+  const json dynamic = report_of({"--dynamic-padding"}, "dynamic.json");
+  EXPECT_EQ(dynamic["rows"], "documents");
+  EXPECT_EQ(dynamic["dynamic_padding"], true);
+  const auto lengths = dynamic["lengths_per_step"].get<std::vector<int64_t>>();
+  ASSERT_EQ(lengths.size(), 8u);
+  EXPECT_GE(dynamic["distinct_lengths"].get<int64_t>(), 3) << dynamic["lengths_per_step"].dump();
+  for (int64_t length : lengths) {
+    EXPECT_GE(length, 3);
+    EXPECT_LE(length, 32);
+  }
+  EXPECT_EQ(sum(dynamic["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0)
+      << dynamic["compiles_per_step"].dump() << " over lengths "
+      << dynamic["lengths_per_step"].dump();
+  EXPECT_GE(dynamic["size_binds"].get<int64_t>(), 2);
+
+  const json padded = report_of({"--rows", "documents"}, "padded.json");
+  EXPECT_EQ(padded["lengths_per_step"], json(std::vector<int64_t>(8, 32)));
+  EXPECT_GT(padded["padding_share"].get<double>(), dynamic["padding_share"].get<double>());
+  EXPECT_EQ(sum(padded["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0);
+}
+
 TEST_F(CliTest, TrainResumedAfterAKillReachesTheBitsOfAnUninterruptedRun) {
   const std::vector<std::string> args =
       with(kTinyTrain, {"--steps", "8", "--eval-every", "4", "--save-every", "3"});

@@ -10,18 +10,19 @@ namespace lt::runtime {
 
 namespace {
 
-// Sizes each compiled graph keeps executables for: a training run with dynamic padding
-// cycles through a few dozen lengths; generation meets each length once.
-constexpr size_t kBoundSizesPerGraph = 32;
+// Sizes each compiled graph keeps executables for. An executable is a few thousand launches'
+// geometry, and binding one again costs about half a compile of its graph (milliseconds), so
+// a few recent sizes are enough: generation meets each length once, and a training run with
+// dynamic padding that cycles through more lengths rebinds a little more often.
+constexpr size_t kBoundSizesPerGraph = 8;
 
 }  // namespace
 
 std::shared_ptr<backend::Executable> CompileCache::find(const GraphSignature& signature,
-                                                        const ir::Graph& graph, bool& bound_now,
+                                                        const ir::Graph& graph,
                                                         std::string& why_not) {
   static metrics::Counter& size_binds = metrics::counter("SizeBind");
   static metrics::Timer& bind_time = metrics::timer("BindTime");
-  bound_now = false;
   auto [begin, end] = by_hash_.equal_range(signature.hash);
   for (auto it = begin; it != end; ++it) {
     Entry& entry = *it->second;
@@ -43,7 +44,6 @@ std::shared_ptr<backend::Executable> CompileCache::find(const GraphSignature& si
     bind_time.record(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     size_binds.add();
-    bound_now = true;
     entry.bound.push_front({signature.sizes_hash, signature.sizes, executable});
     if (entry.bound.size() > kBoundSizesPerGraph) entry.bound.pop_back();
     lru_.splice(lru_.begin(), lru_, it->second);

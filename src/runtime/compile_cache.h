@@ -18,11 +18,11 @@ namespace lt::runtime {
 class CompileCache {
  public:
   // The executable for `graph` (of `signature`): one bound to its sizes before, or bound now
-  // (`bound_now`; counted as SizeBind, timed as BindTime). Null when no compiled graph of the
-  // signature serves these sizes: `why_not` then says what the sizes break, or stays empty
-  // when the signature has no compiled graph.
+  // (counted as SizeBind, timed as BindTime). Null when no compiled graph of the signature
+  // serves these sizes: `why_not` then says what the sizes break, or stays empty when the
+  // signature has no compiled graph.
   std::shared_ptr<backend::Executable> find(const GraphSignature& signature, const ir::Graph& graph,
-                                            bool& bound_now, std::string& why_not);
+                                            std::string& why_not);
   void insert(const GraphSignature& signature, std::shared_ptr<backend::CompiledGraph> compiled,
               std::shared_ptr<backend::Executable> executable);
   size_t size() const { return lru_.size(); }

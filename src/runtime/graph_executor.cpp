@@ -141,11 +141,10 @@ void find_or_compile(DeviceGraph& g, const backend::CompileOptions& options) {
   static metrics::Counter& uncached_compiles = metrics::counter("UncachedCompile");
   static metrics::Timer& compile_time = metrics::timer("CompileTime");
   ExecutorState& st = state();
-  bool bound_now = false;
   std::string sizes_break;
   {
     profiler::Scope find_span("find graph", "host");
-    g.executable = st.cache.find(g.signature, g.graph, bound_now, sizes_break);
+    g.executable = st.cache.find(g.signature, g.graph, sizes_break);
   }
   if (g.executable) {
     cached_compiles.add();
@@ -436,9 +435,9 @@ namespace {
 // The tensors a read computes: those asked for, every live pending tensor whose value their
 // graph computes on the way, and every live pending tensor that is one op on values of that
 // graph or views of them (and leaves: data, numbers), such as a generation loop's context
-// with the token just read appended. Reading the
-// new token then leaves the context as data, instead of a pending concatenation whose operand
-// is the whole forward pass: the next read would run it again, and every earlier one.
+// with the token just read appended. Reading the new token then leaves the context as data,
+// instead of a pending concatenation whose operand is the whole forward pass: the next read
+// would run it again, and every earlier one.
 std::vector<std::shared_ptr<TensorImpl>> with_what_the_read_computes(
     const std::vector<std::shared_ptr<TensorImpl>>& tensors) {
   std::unordered_set<const ir::Node*> in_graph;
