@@ -97,8 +97,8 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     wait_device_ops,
     wait_kernel_compiles,
     where,
-    zeros_like,
 )
+from ._device import backends, check_device as _check_device, cuda, device, mps  # noqa: E402,F401
 
 float32 = dtype.float32
 float64 = dtype.float64
@@ -134,11 +134,12 @@ def _finish(t, requires_grad):
     return t
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, dtype=None, device=None, requires_grad=False):
     """A tensor holding a copy of ``data`` (a number, nested lists, a NumPy array or a tensor).
 
     As torch.tensor: Python floats become float32 and ints int64 unless ``dtype`` is given.
     """
+    _check_device(device, "tensor")
     if isinstance(data, Tensor):
         t = data.detach().clone()
         return _finish(t if dtype is None else t.to(dtype), requires_grad)
@@ -178,42 +179,80 @@ def from_dlpack(ext_tensor):
     return tensor(_np.from_dlpack(ext_tensor))
 
 
-def zeros(*size, dtype=float32, requires_grad=False):
+# Factories take PyTorch's keywords: dtype=, device= (a CPU device: see lazytensor.device) and
+# requires_grad=.
+
+def zeros(*size, dtype=float32, device=None, requires_grad=False):
+    _check_device(device, "zeros")
     return _finish(_C.zeros(_sizes(size), dtype), requires_grad)
 
 
-def ones(*size, dtype=float32, requires_grad=False):
+def ones(*size, dtype=float32, device=None, requires_grad=False):
+    _check_device(device, "ones")
     return _finish(_C.ones(_sizes(size), dtype), requires_grad)
 
 
-def full(size, fill_value, dtype=float32, requires_grad=False):
+def empty(*size, dtype=float32, device=None, requires_grad=False):
+    """As torch.empty; its values are zeros here (an engine value is never uninitialized)."""
+    _check_device(device, "empty")
+    return _finish(_C.zeros(_sizes(size), dtype), requires_grad)
+
+
+def full(size, fill_value, dtype=float32, device=None, requires_grad=False):
+    _check_device(device, "full")
     return _finish(_C.full(_sizes((size,)), fill_value, dtype), requires_grad)
 
 
-def ones_like(t, dtype=None):
-    return _C.ones(list(t.shape), t.dtype if dtype is None else dtype)
+def _like(op, t, dtype, device, requires_grad, make):
+    _check_device(device, op)
+    return _finish(make(list(t.shape), t.dtype if dtype is None else dtype), requires_grad)
 
 
-def full_like(t, fill_value, dtype=None):
-    return _C.full(list(t.shape), fill_value, t.dtype if dtype is None else dtype)
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    return _like("zeros_like", t, dtype, device, requires_grad, _C.zeros)
 
 
-def rand(*size, dtype=float32, requires_grad=False):
+def empty_like(t, dtype=None, device=None, requires_grad=False):
+    """As torch.empty_like; zeros here."""
+    return _like("empty_like", t, dtype, device, requires_grad, _C.zeros)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    return _like("ones_like", t, dtype, device, requires_grad, _C.ones)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    return _like("full_like", t, dtype, device, requires_grad,
+                 lambda shape, kind: _C.full(shape, fill_value, kind))
+
+
+def rand_like(t, dtype=None, device=None, requires_grad=False):
+    return _like("rand_like", t, dtype, device, requires_grad, _C.rand)
+
+
+def randn_like(t, dtype=None, device=None, requires_grad=False):
+    return _like("randn_like", t, dtype, device, requires_grad, _C.randn)
+
+
+def rand(*size, dtype=float32, device=None, requires_grad=False):
     """Uniform [0, 1) values from the engine's counter-based generator (lt.manual_seed)."""
+    _check_device(device, "rand")
     return _finish(_C.rand(_sizes(size), dtype), requires_grad)
 
 
-def randn(*size, dtype=float32, requires_grad=False):
+def randn(*size, dtype=float32, device=None, requires_grad=False):
     """Standard normal values from the engine's generator (lt.manual_seed)."""
+    _check_device(device, "randn")
     return _finish(_C.randn(_sizes(size), dtype), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None):
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """As torch.arange: int64 when start, end and step are ints, float32 otherwise."""
+    _check_device(device, "arange")
     if dtype is None:
         ints = all(isinstance(v, _builtin_int) for v in (start, end if end is not None else 0, step))
         dtype = int64 if ints else float32
-    return _C.arange(start, end, step, dtype)
+    return _finish(_C.arange(start, end, step, dtype), requires_grad)
 
 
 class no_grad:
@@ -240,6 +279,22 @@ class no_grad:
         wrapper.__name__ = getattr(fn, "__name__", "wrapper")
         wrapper.__doc__ = getattr(fn, "__doc__", None)
         return wrapper
+
+
+class inference_mode(no_grad):
+    """As torch.inference_mode: no_grad (the engine keeps no version counters to skip)."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):
+            return cls()(mode)  # @lt.inference_mode without parentheses
+        return super().__new__(cls)
+
+    def __init__(self, mode=True):
+        self._mode = mode
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        _C.set_grad_enabled(self._previous and not self._mode)
 
 
 class set_grad_enabled:
@@ -414,6 +469,7 @@ def _type_as(self, other):
 
 
 _engine_to = Tensor.to
+_device_type = device
 
 
 def _to(self, *args, dtype=None, device=None, copy=False):
@@ -423,12 +479,11 @@ def _to(self, *args, dtype=None, device=None, copy=False):
             dtype = a
         elif isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, str):
+        elif isinstance(a, (str, _device_type)):
             device = a
         else:
             raise TypeError(f"to: unexpected argument {a!r}")
-    if device is not None and not str(device).startswith("cpu"):
-        raise Error(f"to: device '{device}' is not available (lazytensor runs on CPU devices)")
+    _check_device(device, "to")
     if dtype is None or dtype == self.dtype:
         return self.clone() if copy else self
     return _engine_to(self, dtype)
@@ -504,6 +559,11 @@ for _name in _C._unary_functions + (
               "permute", "unsqueeze", "squeeze", "narrow", "select", "index_select",
               "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "clone", "detach"):
     globals()[_name] = _method_as_function(_name)
+
+from ._pieces import chunk, split, tril, triu, unbind  # noqa: E402
+from ._pieces import attach as _attach_pieces  # noqa: E402
+
+_attach_pieces()
 
 from . import nn, optim  # noqa: E402  (they use the names above)
 

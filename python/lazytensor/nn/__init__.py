@@ -1,28 +1,37 @@
-"""Modules with torch.nn's names: parameters registered by assignment, train()/eval(),
-named_parameters(), state_dict()/load_state_dict()."""
+"""Modules with torch.nn's names: parameters registered by assignment, buffers by
+register_buffer(), train()/eval(), named_parameters(), state_dict()/load_state_dict(), apply(),
+to()."""
 import math
 from collections import OrderedDict
 
 from .. import _C
 from .._C import Tensor
-from . import functional, utils  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .parameter import Parameter
 
 
 class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
         params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
+        buffers = self.__dict__.get("_buffers")
         if isinstance(value, Parameter):
             modules.pop(name, None)
             params[name] = value
         elif isinstance(value, Module):
             params.pop(name, None)
             modules[name] = value
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer '{name}' "
+                                "(a Tensor or None is expected)")
+            buffers[name] = value
         elif name in params:
             if value is not None:
                 raise TypeError(f"cannot assign {type(value).__name__} as parameter '{name}' "
@@ -37,8 +46,82 @@ class Module:
 
     def __delattr__(self, name):
         self._parameters.pop(name, None)
+        self._buffers.pop(name, None)
         self._modules.pop(name, None)
         object.__delattr__(self, name)
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """A tensor the module keeps that is no parameter (a causal mask, running statistics);
+        in state_dict() unless ``persistent`` is False."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, "
+                            f"got {type(tensor).__name__}")
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"register_buffer: '{name}' is already a parameter or module")
+        self._buffers[name] = tensor
+        (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
+        object.__setattr__(self, name, tensor)
+
+    def register_parameter(self, name, param):
+        setattr(self, name, param)
+
+    def named_buffers(self, prefix=""):
+        for module_name, module in self.named_modules(prefix):
+            for name, b in module._buffers.items():
+                if b is not None:
+                    yield (f"{module_name}.{name}" if module_name else name), b
+
+    def buffers(self):
+        return (b for _, b in self.named_buffers())
+
+    def apply(self, fn):
+        """Calls ``fn`` on every submodule, children first, then on this module (as torch's)."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, dtype=None, device=None, **kwargs):
+        """module.to(device), .to(dtype), .to(tensor): a CPU device is where everything is
+        already; a floating dtype casts the floating parameters and buffers in place."""
+        from .. import _check_device, _C as engine
+        for a in args:
+            if isinstance(a, engine.dtype):
+                dtype = a
+            elif isinstance(a, Tensor):
+                dtype = a.dtype
+            else:
+                device = a
+        _check_device(device, "Module.to")
+        if dtype is None:
+            return self
+        for m in self.modules():
+            for name, p in m._parameters.items():
+                if p is not None and _floating(p) and p.dtype != dtype:
+                    cast = Parameter(p.detach().to(dtype), p.requires_grad)
+                    m._parameters[name] = cast
+                    object.__setattr__(m, name, cast)
+            for name, b in m._buffers.items():
+                if b is not None and _floating(b):
+                    m._buffers[name] = b.to(dtype)
+                    object.__setattr__(m, name, m._buffers[name])
+        return self
+
+    def cpu(self):
+        return self
+
+    def float(self):
+        from .. import float32
+        return self.to(float32)
+
+    def bfloat16(self):
+        from .. import bfloat16
+        return self.to(bfloat16)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
@@ -90,13 +173,24 @@ class Module:
             elif p.grad is not None:
                 p.grad.zero_()
 
+    def _persistent_buffers(self):
+        for module_name, module in self.named_modules():
+            for name, b in module._buffers.items():
+                if b is not None and name not in module._non_persistent:
+                    yield (f"{module_name}.{name}" if module_name else name), b
+
     def state_dict(self):
-        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        """Parameters and persistent buffers, detached, by name."""
+        state = OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        state.update((name, b.detach()) for name, b in self._persistent_buffers())
+        return state
 
     def load_state_dict(self, state, strict=True):
-        """Copies ``state``'s tensors into the parameters of the same names, after checking every
-        shape (nothing is changed when one does not fit). Returns (missing, unexpected)."""
+        """Copies ``state``'s tensors into the parameters and persistent buffers of the same
+        names, after checking every shape (nothing is changed when one does not fit). Returns
+        (missing, unexpected)."""
         own = dict(self.named_parameters())
+        own.update(self._persistent_buffers())
         missing = [n for n in own if n not in state]
         unexpected = [n for n in state if n not in own]
         if strict and (missing or unexpected):
@@ -120,6 +214,10 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+def _floating(t):
+    return t.dtype.name in ("float32", "float64", "bfloat16", "float16")
 
 
 def _no_grad():
@@ -289,3 +387,83 @@ class MSELoss(Module):
 
     def forward(self, input, target):
         return _C.mse_loss(input, target, self.reduction)
+
+
+class Identity(Module):
+    """Returns its input (as torch.nn.Identity; constructor arguments are ignored)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return x.softmax(-1 if self.dim is None else self.dim)
+
+
+class SiLU(Module):
+    def forward(self, x):
+        return functional.silu(x)
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape`` (as
+    torch.nn.RMSNorm; eps=None means the dtype's machine epsilon)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        from .. import ones
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape, self.eps = tuple(normalized_shape), eps
+        self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class ModuleDict(Module):
+    """Child modules by name, as torch.nn.ModuleDict."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        for name, m in (modules.items() if hasattr(modules, "items") else modules):
+            setattr(self, name, m)
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __setitem__(self, name, module):
+        setattr(self, name, module)
+
+    def __contains__(self, name):
+        return name in self._modules
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()

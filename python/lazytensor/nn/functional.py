@@ -27,3 +27,100 @@ def tanh(input):
 
 def sigmoid(input):
     return input.sigmoid()
+
+
+def silu(input):
+    """x * sigmoid(x) (SiLU, Swish)."""
+    return input * input.sigmoid()
+
+
+def one_hot(tensor, num_classes=-1):
+    """As torch.nn.functional.one_hot: int64 [..., num_classes] with a 1 at each id (ids read
+    on the host only when num_classes is -1, to find the largest)."""
+    from .. import arange, float64, int64
+    if num_classes < 0:
+        num_classes = int(tensor.to(float64).max().item()) + 1
+    return tensor.unsqueeze(-1).eq(arange(num_classes)).to(int64)
+
+
+def pad(input, pad, mode="constant", value=0.0):
+    """As torch.nn.functional.pad in "constant" mode: ``pad`` lists (before, after) counts from
+    the last dim backwards; negative counts crop."""
+    from .. import cat, full
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} (only 'constant' so far)")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: {len(pad)} counts do not fit a tensor of {input.ndim} dims")
+    out = input
+    for k in range(len(pad) // 2):
+        dim, before, after = input.ndim - 1 - k, pad[2 * k], pad[2 * k + 1]
+        if before < 0:
+            out = out.narrow(dim, -before, out.shape[dim] + before)
+        if after < 0:
+            out = out.narrow(dim, 0, out.shape[dim] + after)
+        pieces = []
+        for count in (before, None, after):
+            if count is None:
+                pieces.append(out)
+            elif count > 0:
+                shape = list(out.shape)
+                shape[dim] = count
+                pieces.append(full(shape, value, dtype=out.dtype))
+        out = cat(pieces, dim) if len(pieces) > 1 else out
+    return out
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2 over the trailing normalized_shape) + eps) * weight."""
+    dims = list(range(-len(tuple(normalized_shape)), 0))
+    eps = _EPSILON[input.dtype.name] if eps is None else eps
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return out if weight is None else out * weight
+
+
+# Machine epsilon per floating dtype (torch.finfo(dtype).eps).
+_EPSILON = {"float32": 2.0 ** -23, "float64": 2.0 ** -52, "bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}
+
+
+def nll_loss(input, target, ignore_index=-100, reduction="mean"):
+    """As torch.nn.functional.nll_loss over log-probabilities [N, C] and targets [N]."""
+    picked = (input * _pick_mask(target, input.shape[-1], input.dtype)).sum(-1)
+    keep = target.ne(ignore_index).to(input.dtype)
+    losses = -picked * keep
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / keep.sum()
+
+
+def _pick_mask(target, classes, dtype):
+    """1 at each target's class, 0 elsewhere (an ignored target matches no class)."""
+    from .. import arange
+    return target.unsqueeze(-1).eq(arange(classes)).to(dtype)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """As torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v over
+    [..., L, E] queries and [..., S, E] keys and values. A bool mask keeps where it is True; a
+    float mask is added. Dropout on the attention weights with dropout_p (always on, as
+    torch's)."""
+    import math
+    from .. import arange, float64
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = query.matmul(key.transpose(-2, -1)) * scale
+    if is_causal:
+        rows, cols = query.shape[-2], key.shape[-2]
+        row = arange(rows, dtype=float64).reshape(rows, 1)
+        col = arange(cols, dtype=float64).reshape(1, cols)
+        scores = scores.masked_fill(col.gt(row), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype.name == "bool":
+            scores = scores.masked_fill(attn_mask.to(scores.dtype).eq(0), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p, True)
+    return weights.matmul(value)

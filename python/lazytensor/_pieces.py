@@ -1,0 +1,66 @@
+"""torch's ops that cut a tensor into pieces or keep a triangle of it: split, chunk, unbind,
+tril, triu. Views and masks over the engine's ops, with their gradients."""
+import builtins as _builtins
+
+from . import _C
+from ._C import Tensor
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """As torch.split: views of ``split_size`` elements along ``dim`` (the last may be shorter),
+    or of the listed sizes, which must add up to the dim's size."""
+    size = tensor.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sections = [_builtins.min(step, size - start) for start in range(0, size, step)] or [0]
+    else:
+        sections = [int(s) for s in split_size_or_sections]
+        if _builtins.sum(sections) != size or _builtins.any(s < 0 for s in sections):
+            raise _C.Error(f"split: sections {sections} do not add up to dim {dim}'s size {size}")
+    pieces, start = [], 0
+    for length in sections:
+        pieces.append(tensor.narrow(dim, start, length))
+        start += length
+    return tuple(pieces)
+
+
+def chunk(tensor, chunks, dim=0):
+    """As torch.chunk: at most ``chunks`` views of ceil(size / chunks) elements along ``dim``."""
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    size = tensor.shape[dim]
+    return split(tensor, _builtins.max(1, -(-size // chunks)), dim) if size else (tensor,)
+
+
+def unbind(tensor, dim=0):
+    """As torch.unbind: the slices along ``dim``, without it."""
+    return tuple(tensor.select(dim, i) for i in range(tensor.shape[dim]))
+
+
+def _triangle(tensor, diagonal, lower, op):
+    if tensor.ndim < 2:
+        raise _C.Error(f"{op}: needs a tensor of at least 2 dims, got {tensor.ndim}")
+    rows, cols = tensor.shape[-2], tensor.shape[-1]
+    from . import arange
+    row = arange(rows, dtype=_C.dtype.float64).reshape(rows, 1)
+    col = arange(cols, dtype=_C.dtype.float64).reshape(1, cols)
+    # Keep col - row <= diagonal (tril) or >= diagonal (triu): the other side becomes zero.
+    outside = (col - row).gt(diagonal) if lower else (col - row).lt(diagonal)
+    return tensor.masked_fill(outside, 0)
+
+
+def tril(tensor, diagonal=0):
+    """As torch.tril: zeros above the ``diagonal``-th diagonal of the last two dims."""
+    return _triangle(tensor, diagonal, True, "tril")
+
+
+def triu(tensor, diagonal=0):
+    """As torch.triu: zeros below the ``diagonal``-th diagonal of the last two dims."""
+    return _triangle(tensor, diagonal, False, "triu")
+
+
+def attach():
+    for fn in (split, chunk, unbind, tril, triu):
+        setattr(Tensor, fn.__name__, fn)
