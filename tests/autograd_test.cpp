@@ -147,6 +147,8 @@ TEST_F(GradCheck, UnaryOps) {
   check("sigmoid", [](auto& x) { return x[0].sigmoid(); }, {any});
   check("relu", [](auto& x) { return x[0].relu(); }, {kinked({0})});
   check("erf", [](auto& x) { return x[0].erf(); }, {any});
+  check("sin", [](auto& x) { return x[0].sin(); }, {any});
+  check("cos", [](auto& x) { return x[0].cos(); }, {any});
   check("softplus", [](auto& x) { return lt::softplus(x[0]); }, {any});
   // beta * x = threshold at x = 0.5: the derivative jumps there from sigmoid(1) to 1.
   check("softplus_threshold", [](auto& x) { return lt::softplus(x[0], 2.0, 1.0); },

@@ -170,6 +170,8 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"addcmul", x.addcmul(y, w, 0.4), arithmetic},
       {"addcdiv", x.addcdiv(w, y, -1.3), arithmetic},
       {"erf", x.erf(), transcendental},
+      {"sin", x.sin(), transcendental},
+      {"cos", x.cos(), transcendental},
       {"sign", x.sign(), arithmetic},
       {"gelu_derivative", gelu_gradient(x, w), transcendental},
       {"eq", x.eq(x.clamp(-1.0, 1.0)), arithmetic},

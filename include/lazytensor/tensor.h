@@ -173,7 +173,7 @@ class Tensor {
  public:
   // The elementwise ops of elementwise_ops.def: add, sub, mul, div (`alpha` scales `other`, as
   // in torch.add(input, other, alpha=...)), maximum, minimum, neg, abs, sqrt, rsqrt, exp, log,
-  // tanh, sigmoid, relu, erf and sign, with the in-place forms (trailing '_') it lists (as
+  // tanh, sigmoid, relu, erf, sin, cos and sign, with the in-place forms (trailing '_') it lists (as
   // the in-place ops above: the result keeps this tensor's shape and dtype).
 #define LT_UNARY_OP(name, Kind) \
   Tensor name() const;          \

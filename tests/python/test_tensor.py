@@ -110,6 +110,9 @@ def test_unary_ops_and_methods_match_numpy(rng):
     close(t.clamp(min=1.0), np.maximum(a, 1.0))
     close(t.clamp(max=1.0), np.minimum(a, 1.0))
     close(lt.erf(t), np.vectorize(math.erf)(a), rtol=1e-5)
+    angles = rng.uniform(-1000, 1000, (4, 5)).astype(np.float32)
+    close(lt.tensor(angles).sin(), np.sin(angles), rtol=1e-6, atol=1e-6)
+    close(lt.cos(lt.tensor(angles)), np.cos(angles), rtol=1e-6, atol=1e-6)
 
 
 def test_torch_keyword_arguments(rng):

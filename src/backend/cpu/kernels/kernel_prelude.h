@@ -148,6 +148,21 @@ inline float lt_erf(float x) {
 inline double lt_erf(double x) {
   return __builtin_erf(x);
 }
+// sin and cos through libm: correctly rounded over the whole range (rotary position tables
+// take angles in the thousands of radians), not vectorized; they run once per position table,
+// not over a step's activations.
+inline float lt_sin(float x) {
+  return __builtin_sinf(x);
+}
+inline double lt_sin(double x) {
+  return __builtin_sin(x);
+}
+inline float lt_cos(float x) {
+  return __builtin_cosf(x);
+}
+inline double lt_cos(double x) {
+  return __builtin_cos(x);
+}
 // GELU's derivative, d/dx x Phi(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2:
 // erf's exp(-u^2) at u = x / sqrt 2 is exp(-x^2 / 2), the density's, so one exp serves both
 // where the composed ops take two.
