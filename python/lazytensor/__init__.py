@@ -561,6 +561,7 @@ for _name in _C._unary_functions + (
     globals()[_name] = _method_as_function(_name)
 
 from ._pieces import chunk, split, tril, triu, unbind  # noqa: E402
+from .serialization import load, save  # noqa: E402
 from ._pieces import attach as _attach_pieces  # noqa: E402
 
 _attach_pieces()

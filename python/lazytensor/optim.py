@@ -45,8 +45,56 @@ class _Optimizer:
             self._engine.set_group_options(i, self._options(g))
         self._engine.step()
 
+    def _load_state(self, group, index, step, tensors):
+        raise _C.Error(f"{type(self).__name__}.load_state_dict: not supported yet")
+
     def state_of(self, group, index):
         return self._engine.state(group, index)
+
+    def state_dict(self):
+        """torch.optim's layout: ``state`` keyed by each parameter's position over all groups
+        (its step and its tensors, detached), and ``param_groups`` with the hyperparameters and
+        the positions of their parameters."""
+        state, groups, position = {}, [], 0
+        for g, group in enumerate(self.param_groups):
+            positions = list(range(position, position + len(group["params"])))
+            for i, p in enumerate(positions):
+                entry = self._engine.state(g, i)
+                state[p] = {k: (v.detach() if isinstance(v, Tensor) else v) for k, v in entry.items()}
+            groups.append(dict({k: v for k, v in group.items() if k != "params"}, params=positions))
+            position += len(positions)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restores what state_dict() gave: each group's hyperparameters, and every parameter's
+        step and tensors, copied into the optimizer's own (checked before anything changes:
+        the groups must hold as many parameters, and each tensor its parameter's shape)."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or any(
+                len(a["params"]) != len(b["params"]) for a, b in zip(groups, self.param_groups)):
+            raise _C.Error("load_state_dict: the saved groups hold "
+                           f"{[len(g['params']) for g in groups]} parameters, this optimizer's "
+                           f"{[len(g['params']) for g in self.param_groups]}")
+        loads = []
+        for g, saved in enumerate(groups):
+            for i, p in enumerate(saved["params"]):
+                entry = state_dict["state"][p]
+                step = entry["step"]
+                tensors = {k: v for k, v in entry.items() if k != "step"}
+                own = {k: v for k, v in self._engine.state(g, i).items() if k != "step"}
+                if set(tensors) != set(own):
+                    raise _C.Error(f"load_state_dict: parameter {p} has state {sorted(tensors)}, "
+                                   f"this optimizer keeps {sorted(own)}")
+                for k, v in tensors.items():
+                    if tuple(v.shape) != tuple(own[k].shape) or v.dtype != own[k].dtype:
+                        raise _C.Error(f"load_state_dict: '{k}' of parameter {p} is "
+                                       f"{tuple(v.shape)} {v.dtype.name}, this optimizer's is "
+                                       f"{tuple(own[k].shape)} {own[k].dtype.name}")
+                loads.append((g, i, int(step.item() if isinstance(step, Tensor) else step), tensors))
+        for g, i, step, tensors in loads:
+            self._load_state(g, i, step, tensors)
+        for saved, group in zip(groups, self.param_groups):
+            group.update({k: v for k, v in saved.items() if k != "params"})
 
 
 class AdamW(_Optimizer):
@@ -73,6 +121,9 @@ class AdamW(_Optimizer):
         super().__init__(_groups(params, defaults))
         self.flavor = flavor
         self._engine = _C.AdamW([(g["params"], self._options(g)) for g in self.param_groups], flavor)
+
+    def _load_state(self, group, index, step, tensors):
+        self._engine.load_state(group, index, step, tensors)
 
     @staticmethod
     def _options(g):

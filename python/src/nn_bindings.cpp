@@ -1,10 +1,12 @@
 // Optimizers, learning-rate schedules and gradient clipping over the engine's C++ classes: the
 // Python layer (lazytensor/optim.py) gives them torch.optim's constructors.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,7 +96,43 @@ void bind_nn(nb::module_& m) {
             }
             return d;
           },
-          "group"_a, "param"_a);
+          "group"_a, "param"_a)
+      .def(
+          "load_state",
+          [](lt::optim::AdamW& o, size_t group, size_t param, int64_t step,
+             const std::map<std::string, Tensor>& tensors) {
+            lt::optim::AdamW::State& s = o.mutable_state(group, param);
+            const std::pair<const char*, Tensor*> slots[] = {
+                {"exp_avg", &s.exp_avg},
+                {"exp_avg_sq", &s.exp_avg_sq},
+                {"max_exp_avg_sq", &s.max_exp_avg_sq},
+                {"master", &s.master},
+                {"exp_avg_absmax", &s.exp_avg_absmax},
+                {"exp_avg_sq_absmax", &s.exp_avg_sq_absmax}};
+            // Every tensor checked before any is written: a state that does not fit changes
+            // nothing.
+            for (const auto& [name, slot] : slots) {
+              const auto it = tensors.find(name);
+              if (slot->defined() != (it != tensors.end())) {
+                throw lt::Error(std::string("AdamW.load_state_dict: parameter ") +
+                                std::to_string(param) + " of group " + std::to_string(group) +
+                                (slot->defined() ? " needs '" : " has no '") + name +
+                                "' in this optimizer's precision and options");
+              }
+              if (slot->defined() && (it->second.shape() != slot->shape() ||
+                                      it->second.dtype() != slot->dtype())) {
+                throw lt::Error(std::string("AdamW.load_state_dict: '") + name + "' of parameter " +
+                                std::to_string(param) + " is " + it->second.shape().str() + " " +
+                                lt::dtype_name(it->second.dtype()) + ", the optimizer's is " +
+                                slot->shape().str() + " " + lt::dtype_name(slot->dtype()));
+              }
+            }
+            for (const auto& [name, slot] : slots) {
+              if (slot->defined()) slot->copy_(tensors.at(name));
+            }
+            s.step = step;
+          },
+          "group"_a, "param"_a, "step"_a, "tensors"_a);
 
   nb::class_<SGDOptions>(m, "SGDOptions")
       .def(nb::init<>())
