@@ -415,6 +415,73 @@ def _index(self, index):
     return out
 
 
+def _window(shape, index):
+    """The sizes, strides and offset, in the elements of a contiguous tensor of ``shape``, of
+    what ``t[index]`` selects (ints, slices, None and Ellipsis)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    strides, stride = [], 1
+    for size in reversed(shape):
+        strides.insert(0, stride)
+        stride *= size
+    specified = _builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
+    if specified > len(shape):
+        raise IndexError(f"too many indices for a tensor of rank {len(shape)}")
+    sizes, out_strides, offset, dim = [], [], 0, 0
+    for i in index:
+        if i is Ellipsis:
+            for _ in range(len(shape) - specified):
+                sizes.append(shape[dim])
+                out_strides.append(strides[dim])
+                dim += 1
+        elif i is None:
+            sizes.append(1)
+            out_strides.append(0)
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(shape[dim])
+            if step <= 0:
+                raise ValueError("slices need a positive step")
+            sizes.append(_builtins.max(0, -(-(stop - start) // step)))
+            out_strides.append(strides[dim] * step)
+            offset += start * strides[dim]
+            dim += 1
+        else:
+            try:
+                k = i.__index__()
+            except AttributeError:
+                raise IndexError(f"assignment through index {i!r} is not supported (ints, "
+                                 "slices, None, ... and a boolean mask of the tensor's shape are)") from None
+            if k < -shape[dim] or k >= shape[dim]:
+                raise IndexError(f"index {k} is out of range for dim {dim} of size {shape[dim]}")
+            offset += (k % shape[dim]) * strides[dim]
+            dim += 1
+    for d in range(dim, len(shape)):
+        sizes.append(shape[d])
+        out_strides.append(strides[d])
+    return sizes, out_strides, offset
+
+
+def _setitem(self, index, value):
+    """t[index] = value, in place, as a traced op: ints, slices, None and ``...`` select a window
+    that takes ``value`` (a number or a tensor that broadcasts to it); a boolean tensor of t's
+    shape selects the elements that take it (masked assignment)."""
+    if isinstance(index, Tensor) and index.dtype == bool:
+        if tuple(index.shape) != tuple(self.shape):
+            raise IndexError(f"a boolean mask of shape {tuple(index.shape)} for a tensor of shape "
+                             f"{tuple(self.shape)} (it must be the tensor's)")
+        updated = where(index, value, self)
+    else:
+        sizes, strides, offset = _window(list(self.shape), index)
+        src = value if isinstance(value, Tensor) else full(sizes, value, dtype=self.dtype)
+        if tuple(src.shape) != tuple(sizes):
+            src = src.expand(*sizes)
+        updated = as_strided_scatter(self, src, sizes, strides, offset)
+    try:
+        self.copy_(updated)
+    except Error as e:
+        raise Error(f"t[...] = value: {e}") from None
+
+
 def _repr(self):
     """Shape and dtype; never waits for the device (str() shows values)."""
     state = ", pending" if self.is_pending else ""
@@ -508,6 +575,7 @@ def _index_value(self):
 
 
 Tensor.__getitem__ = _index
+Tensor.__setitem__ = _setitem
 Tensor.__repr__ = _repr
 Tensor.__str__ = _str
 Tensor.__array__ = _array

@@ -243,3 +243,36 @@ def test_scaled_dot_product_attention_matches_numpy(rng):
     np.testing.assert_allclose(
         F.scaled_dot_product_attention(*t, attn_mask=lt.tensor(mask)).numpy(),
         reference_attention(q, k, v, mask=mask), rtol=1e-10)
+
+
+def test_item_slice_and_masked_assignment_match_numpy(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x, want = lt.tensor(a), a.copy()
+    for index, value in [((0, slice(1, 3)), 5.0), ((slice(None), slice(None), slice(None, None, 2)),
+                                                  np.float32([7.0, 8.0])),
+                         ((Ellipsis, -1), np.zeros((2, 3), np.float32)), ((1, 2, 3), 9.0),
+                         ((None, 0), np.float32(rng.standard_normal(4)))]:
+        x[index] = lt.tensor(value) if isinstance(value, np.ndarray) else value
+        want[index] = value
+        np.testing.assert_array_equal(x.numpy(), want)
+    mask = want > 0.5
+    x[lt.tensor(mask)] = -1.0
+    want[mask] = -1.0
+    np.testing.assert_array_equal(x.numpy(), want)
+    with pytest.raises(IndexError, match="out of range"):
+        x[2] = 0.0
+    with pytest.raises(IndexError, match="boolean mask"):
+        x[lt.tensor([True, False])] = 0.0
+
+
+def test_assignment_is_an_in_place_op_and_refused_where_those_are():
+    w = lt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(lt.Error, match="leaf tensor that requires grad"):
+        w[0] = 1.0
+    with pytest.raises(lt.Error, match="in-place ops do not record gradients"):
+        (w * 2.0)[1:] = 0.0
+    with lt.no_grad():
+        w[0] = 5.0
+    assert w.tolist() == [5.0, 2.0, 3.0] and w.requires_grad
+    with pytest.raises(lt.Error, match="views are not supported"):
+        lt.zeros(4)[1:3][0] = 1.0
