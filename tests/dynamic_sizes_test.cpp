@@ -175,16 +175,22 @@ TEST_F(DynamicSizesTest, ACroppedContextBindsItsGrowingOffset) {
 // them (the context with the new token appended), become data.
 TEST_F(DynamicSizesTest, AReadKeepsWhatItComputed) {
   const Tensor x = lt::from_vector(std::vector<float>{1, 2, 3, 4}, {4});
+  Tensor accumulated = lt::zeros({1});
   lt_test::settle();
   const Tensor doubled = x * 2.0;
   const Tensor total = doubled.sum();
   const Tensor appended = lt::cat({doubled, total.reshape({1})});
   const Tensor unrelated = lt::ones({3}) * 5.0;
+  const Tensor of_the_input = x.reshape({2, 2}).transpose(0, 1) * 0.5;  // a view of data
+  accumulated.add_(total);  // an in-place update: committed by its step, not by a read
   EXPECT_DOUBLE_EQ(total.item(), 20.0);
   EXPECT_FALSE(doubled.is_pending());
   EXPECT_FALSE(appended.is_pending());
   EXPECT_TRUE(unrelated.is_pending()) << "not computed by the read's graph";
+  EXPECT_TRUE(of_the_input.is_pending()) << "an op on a view of data: nothing of the graph";
+  EXPECT_TRUE(accumulated.is_pending());
   EXPECT_EQ(appended.to_vector<float>(), (std::vector<float>{2, 4, 6, 8, 20}));
+  EXPECT_EQ(accumulated.to_vector<float>(), (std::vector<float>{20}));
 }
 
 }  // namespace

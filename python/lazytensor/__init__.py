@@ -373,9 +373,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=False, allow_unused=Fa
 # --- Tensor methods that are simpler in Python --------------------------------------------
 
 def _index(self, index):
-    """t[...] with ints, slices, None, Ellipsis and 1-D integer tensors, as views."""
+    """t[...] with ints, slices, None, Ellipsis, 1-D integer tensors and lists of ints (as
+    x[:, [-1], :]), as views."""
     if not isinstance(index, tuple):
         index = (index,)
+    index = tuple(_list_index(i, self, index[:d]) for d, i in enumerate(index))
     if _builtins.sum(1 for i in index if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if _builtins.sum(1 for i in index if isinstance(i, Tensor)) > 1:
@@ -413,6 +415,24 @@ def _index(self, index):
                 raise IndexError(f"index {k} is out of range for dim {dim} of size {size}")
             out = out.select(dim, k % size)
     return out
+
+
+def _list_index(i, tensor, before):
+    """A list of ints as the index tensor it stands for; negative entries count from the end of
+    the dim they index (found when no Ellipsis comes before the list)."""
+    if not isinstance(i, list):
+        return i
+    if not all(isinstance(k, _builtin_int) for k in i):
+        raise IndexError("a list index must hold ints")
+    if any(k < 0 for k in i):
+        if any(b is Ellipsis for b in before):
+            raise IndexError("negative entries of a list index after '...' are not supported")
+        dim = _builtins.sum(1 for b in before if b is not None)
+        size = tensor.shape[dim]
+        if any(k < -size for k in i):
+            raise IndexError(f"index {_builtins.min(i)} is out of range for dim {dim} of size {size}")
+        i = [k % size for k in i]
+    return _C._from_array(_np.asarray(i, dtype=_np.int64))
 
 
 def _window(shape, index):
@@ -629,10 +649,13 @@ for _name in _C._unary_functions + (
     globals()[_name] = _method_as_function(_name)
 
 from ._pieces import chunk, split, tril, triu, unbind  # noqa: E402
+from ._selection import cumsum, multinomial, topk  # noqa: E402
+from ._selection import attach as _attach_selection  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from ._pieces import attach as _attach_pieces  # noqa: E402
 
 _attach_pieces()
+_attach_selection()
 
 from . import nn, optim  # noqa: E402  (they use the names above)
 

@@ -119,8 +119,8 @@ void bind_nn(nb::module_& m) {
                                 (slot->defined() ? " needs '" : " has no '") + name +
                                 "' in this optimizer's precision and options");
               }
-              if (slot->defined() && (it->second.shape() != slot->shape() ||
-                                      it->second.dtype() != slot->dtype())) {
+              if (slot->defined() &&
+                  (it->second.shape() != slot->shape() || it->second.dtype() != slot->dtype())) {
                 throw lt::Error(std::string("AdamW.load_state_dict: '") + name + "' of parameter " +
                                 std::to_string(param) + " is " + it->second.shape().str() + " " +
                                 lt::dtype_name(it->second.dtype()) + ", the optimizer's is " +

@@ -74,7 +74,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     }
     return false;
   };
-  auto joins = [&](const PlannedLaunch& launch) {
+  auto may_join = [&](const PlannedLaunch& launch) {
     if (launch.kernels.size() != 1) return false;
     const Kernel& kernel = plan.kernels[launch.kernels[0]];
     if (kernel.opaque >= 0 || !starts_with_rows(graph, plan, kernel.shape_node, rows)) {
@@ -96,6 +96,13 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     }
     // A launch that shares no rows with the group gains nothing inside it: it runs before it.
     return shares_rows;
+  };
+  // A launch that does not join took nothing from the sizes' answers it got on the way.
+  auto joins = [&](const PlannedLaunch& launch) {
+    const size_t mark = plan.assumptions.size();
+    const bool joined = may_join(launch);
+    if (!joined) plan.assumptions.forget_since(mark);
+    return joined;
   };
   auto add_to_group = [&](PlannedLaunch launch) {
     for (uint32_t k : launch.kernels) {

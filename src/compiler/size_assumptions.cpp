@@ -33,10 +33,15 @@ bool SizeAssumptions::evaluate(const ir::Graph& graph, const Fact& fact) {
 
 bool SizeAssumptions::record(const ir::Graph& graph, Fact fact) {
   if (!evaluate(graph, fact)) return false;
-  const uint64_t key = static_cast<uint64_t>(fact.a) << 32 ^ static_cast<uint64_t>(fact.b) << 8 ^
-                       static_cast<uint64_t>(fact.count) << 2 ^ static_cast<uint64_t>(fact.kind);
-  if (asked_.insert(key).second) facts_.push_back(fact);
+  if (asked_.insert(key(fact)).second) facts_.push_back(fact);
   return true;
+}
+
+void SizeAssumptions::forget_since(size_t mark) {
+  while (facts_.size() > mark) {
+    asked_.erase(key(facts_.back()));
+    facts_.pop_back();
+  }
 }
 
 bool SizeAssumptions::same_numel(const ir::Graph& graph, uint32_t a, uint32_t b) {

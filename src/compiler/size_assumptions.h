@@ -11,8 +11,9 @@
 // keeps the plan from it, which is as valid at any size: a plan holds for another graph of its
 // signature when every recorded question is answered yes there too.
 #include <cstdint>
+#include <set>
 #include <string>
-#include <unordered_set>
+#include <tuple>
 #include <vector>
 
 #include "ir/graph.h"
@@ -33,6 +34,9 @@ class SizeAssumptions {
   // which one is not (in graph's sizes).
   bool hold_for(const ir::Graph& graph, std::string* why = nullptr) const;
   size_t size() const { return facts_.size(); }
+  // Forgets the answers recorded since size() was `mark`: the plan asked, then took nothing
+  // from them (a launch that did not join a row group after all).
+  void forget_since(size_t mark);
 
  private:
   enum class Kind : uint8_t { SameNumel, SameLeadingDims, ReadsInOrder };
@@ -44,8 +48,10 @@ class SizeAssumptions {
   static bool evaluate(const ir::Graph& graph, const Fact& fact);
   bool record(const ir::Graph& graph, Fact fact);
 
+  using Key = std::tuple<Kind, uint8_t, uint32_t, uint32_t>;
+  static Key key(const Fact& fact) { return {fact.kind, fact.count, fact.a, fact.b}; }
   std::vector<Fact> facts_;
-  std::unordered_set<uint64_t> asked_;
+  std::set<Key> asked_;
 };
 
 }  // namespace lt::compiler

@@ -433,11 +433,15 @@ void sync_pending() {
 namespace {
 
 // The tensors a read computes: those asked for, every live pending tensor whose value their
-// graph computes on the way, and every live pending tensor that is one op on values of that
-// graph or views of them (and leaves: data, numbers), such as a generation loop's context
-// with the token just read appended. Reading the new token then leaves the context as data,
-// instead of a pending concatenation whose operand is the whole forward pass: the next read
-// would run it again, and every earlier one.
+// graph computes on the way, and every live pending tensor that is one elementwise op, view or
+// concatenation of values of that graph (and of leaves: data, numbers), such as a generation
+// loop's context with the token just read appended. Reading the new token then leaves the
+// context as data, instead of a pending concatenation whose operand is the whole forward pass:
+// the next read would run it again, and every earlier one. Left out: views of leaves (a copy
+// for nothing), in-place updates (a read must not commit them ahead of their step: a failed
+// mark_step gives them back) and every other opaque op (a collective run by one rank's read
+// alone would leave the ranks out of step; an index check would fail a read that did not ask
+// for it).
 std::vector<std::shared_ptr<TensorImpl>> with_what_the_read_computes(
     const std::vector<std::shared_ptr<TensorImpl>>& tensors) {
   std::unordered_set<const ir::Node*> in_graph;
@@ -457,18 +461,24 @@ std::vector<std::shared_ptr<TensorImpl>> with_what_the_read_computes(
   std::vector<std::shared_ptr<TensorImpl>> out = tensors;
   std::unordered_set<const TensorImpl*> asked;
   for (const auto& impl : tensors) asked.insert(impl.get());
+  // A computed value of the graph, or a view of one: not a leaf, nor a view of a leaf.
+  const auto computed_by_graph = [&](const ir::Node& value) {
+    const ir::Node& storage = ir::is_view(value.op) ? value.operand(0) : value;
+    return !ir::is_leaf(storage.op) && in_graph.count(&storage) > 0;
+  };
   for (const auto& impl : pending_tensors()) {
     const ir::Node* node = impl->ir.get();
-    if (!node || ir::is_leaf(node->op) || asked.count(impl.get())) continue;
+    if (!node || impl->before_step || asked.count(impl.get())) continue;
+    const ir::Node& storage = ir::is_view(node->op) ? node->operand(0) : *node;
+    if (ir::is_leaf(storage.op)) continue;
     bool computed = in_graph.count(node) > 0;
-    if (!computed) {
+    if (!computed &&
+        (ir::is_elementwise(node->op) || ir::is_view(node->op) || node->op == ir::OpKind::Cat)) {
       int from_graph = 0, elsewhere = 0;
       for (int k = 0; k < node->num_operands(); ++k) {
         const ir::Node& operand = node->operand(k);
         if (ir::is_leaf(operand.op)) continue;
-        const bool of_graph = in_graph.count(&operand) ||
-                              (ir::is_view(operand.op) && in_graph.count(&operand.operand(0)));
-        ++(of_graph ? from_graph : elsewhere);
+        ++(computed_by_graph(operand) ? from_graph : elsewhere);
       }
       computed = from_graph > 0 && elsewhere == 0;
     }

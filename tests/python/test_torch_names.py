@@ -276,3 +276,54 @@ def test_assignment_is_an_in_place_op_and_refused_where_those_are():
     assert w.tolist() == [5.0, 2.0, 3.0] and w.requires_grad
     with pytest.raises(lt.Error, match="views are not supported"):
         lt.zeros(4)[1:3][0] = 1.0
+
+
+def test_list_indexing_matches_numpy(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x = lt.tensor(a)
+    np.testing.assert_array_equal(x[:, [-1], :].numpy(), a[:, [-1], :])
+    np.testing.assert_array_equal(x[[1, 0]].numpy(), a[[1, 0]])
+    np.testing.assert_array_equal(x[None, 1, [0, -1]].numpy(), a[None, 1, [0, -1]])
+    with pytest.raises(IndexError, match="out of range"):
+        x[:, [-4]]
+
+
+def test_topk_min_and_cumsum_match_numpy(rng):
+    a = rng.standard_normal((3, 7)).astype(np.float32)
+    x = lt.tensor(a, requires_grad=True)
+    values, indices = lt.topk(x, 3)
+    order = np.argsort(-a, axis=1, kind="stable")[:, :3]
+    np.testing.assert_array_equal(indices.numpy(), order)
+    np.testing.assert_array_equal(values.detach().numpy(), np.take_along_axis(a, order, 1))
+    values.sum().backward()
+    want = np.zeros_like(a)
+    np.put_along_axis(want, order, 1.0, 1)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    smallest = x.detach().topk(2, dim=0, largest=False)
+    np.testing.assert_array_equal(smallest.indices.numpy(), np.argsort(a, axis=0, kind="stable")[:2])
+    assert x.detach().min().item() == a.min()
+    m = x.detach().min(1)
+    np.testing.assert_array_equal(m.values.numpy(), a.min(1))
+    np.testing.assert_array_equal(m.indices.numpy(), a.argmin(1))
+    np.testing.assert_allclose(x.detach().cumsum(1).numpy(), np.cumsum(a, 1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lt.cumsum(x.detach(), 0).numpy(), np.cumsum(a, 0), rtol=1e-5,
+                               atol=1e-6)
+    with pytest.raises(lt.Error, match="out of range"):
+        lt.topk(x, 8)
+
+
+def test_multinomial_draws_from_the_normalized_weights():
+    lt.manual_seed(11)
+    weights = [2.0, 0.0, 5.0, 3.0]  # unnormalized, as torch.multinomial takes them
+    draws = lt.multinomial(lt.tensor([weights]).expand(40000, 4), 1)
+    assert draws.shape == (40000, 1) and draws.dtype == lt.int64
+    counts = np.bincount(draws.numpy().ravel(), minlength=4)
+    expected = 40000 * np.array(weights) / sum(weights)
+    assert counts[1] == 0
+    kept = expected > 0
+    chi2 = ((counts[kept] - expected[kept]) ** 2 / expected[kept]).sum()
+    assert chi2 < 16.3, (counts, expected)  # 3 degrees of freedom, p = 0.001
+    without = lt.multinomial(lt.tensor([[1.0, 1.0, 1.0, 0.0]]).expand(200, 4), 3).numpy()
+    assert (np.sort(without, 1) == [0, 1, 2]).all()
+    with pytest.raises(lt.Error, match="without replacement"):
+        lt.multinomial(lt.ones(1, 3), 4)

@@ -68,7 +68,8 @@ struct Launch {
   std::vector<WorkUnit> units;
   int64_t num_partials = 0;  // doubles
   int num_scalars = 0;
-  // On the first launch of a row group (compiler::PlannedLaunch): the group's size and rows.
+  // On the first launch of a row group (compiler::PlannedLaunch): the group's size, and its rows
+  // for the graph's sizes.
   uint32_t row_group = 1;
   int64_t rows = 0;
   // What the launch computes, for the profiler's timeline: "matmul bf16 [1024, 384] x ...",
@@ -81,8 +82,8 @@ class CpuExecutable final : public Executable {
   // Buffer slots: graph inputs, then graph outputs, then temporaries.
   int num_inputs = 0;
   int num_outputs = 0;
-  // Temporaries: where each starts in the arena (ExecutionPlan); the arena's size is
-  // Executable::temporary_bytes.
+  // Temporaries: where each starts in the arena (compiler::layout_arena, for the graph's sizes);
+  // the arena's size is Executable::temporary_bytes.
   std::vector<size_t> temp_offset;
   std::vector<Launch> launches;
   // Per output: the launch that writes it (a failed step knows which donated buffers still
