@@ -186,3 +186,11 @@ def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_st
 
 def get_cosine_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps, num_cycles=0.5):
     return LambdaSchedule(optimizer, _C.cosine_schedule(num_warmup_steps, num_training_steps, num_cycles))
+
+
+import sys as _sys  # noqa: E402
+
+from . import lr_scheduler  # noqa: E402 (lazytensor.optim.lr_scheduler, as torch's)
+
+# `from lazytensor.optim.lr_scheduler import LambdaLR`, as scripts import torch's.
+_sys.modules[__name__ + ".lr_scheduler"] = lr_scheduler
