@@ -559,8 +559,10 @@ _engine_to = Tensor.to
 _device_type = device
 
 
-def _to(self, *args, dtype=None, device=None, copy=False):
-    """t.to(dtype), t.to("cpu"), t.to(other): the dtype changes; CPU is the only device."""
+def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False,
+        memory_format=None):
+    """t.to(dtype), t.to("cpu"), t.to(other): the dtype changes; CPU is the only device
+    (``non_blocking`` and ``memory_format`` change nothing here)."""
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
@@ -588,6 +590,11 @@ def _cpu(self):
     return self
 
 
+def _pin_memory(self):
+    """The tensor itself: a CPU device's memory is the host's."""
+    return self
+
+
 def _index_value(self):
     if self.numel() != 1 or self.dtype not in (int64, int32):
         raise TypeError("only integer tensors of a single element can be used as an index")
@@ -605,6 +612,7 @@ Tensor.type_as = _type_as
 Tensor.max = _max
 Tensor.to = _to
 Tensor.cpu = _cpu
+Tensor.pin_memory = _pin_memory
 Tensor.__format__ = _format
 Tensor.__index__ = _index_value
 # NumPy on the left of an operator defers to the tensor's reflected operator instead of
@@ -658,6 +666,9 @@ _attach_pieces()
 _attach_selection()
 
 from . import nn, optim  # noqa: E402  (they use the names above)
+from . import amp  # noqa: E402
+
+cuda.amp = amp
 
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 

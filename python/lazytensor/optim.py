@@ -111,7 +111,13 @@ class AdamW(_Optimizer):
     state exists."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=None, weight_decay=None,
-                 amsgrad=False, correct_bias=True, flavor="torch", precision="fp32"):
+                 amsgrad=False, correct_bias=True, flavor="torch", precision="fp32", *,
+                 foreach=None, fused=None, maximize=False, capturable=False,
+                 differentiable=False):
+        # torch's implementation choices: every update here is one fused multi-tensor launch,
+        # so foreach and fused say nothing more; maximize and the rest are not supported.
+        if maximize or capturable or differentiable:
+            raise _C.Error("AdamW: maximize, capturable and differentiable are not supported")
         if flavor not in ("torch", "huggingface"):
             raise _C.Error(f"AdamW: flavor must be 'torch' or 'huggingface', got {flavor!r}")
         hf = flavor == "huggingface"

@@ -327,3 +327,25 @@ def test_multinomial_draws_from_the_normalized_weights():
     assert (np.sort(without, 1) == [0, 1, 2]).all()
     with pytest.raises(lt.Error, match="without replacement"):
         lt.multinomial(lt.ones(1, 3), 4)
+
+
+def test_what_training_scripts_pass_through_is_accepted():
+    model = nn.Sequential(nn.Linear(2, 4), nn.LayerNorm(4, bias=False), nn.Linear(4, 1))
+    assert model[1].bias is None
+    optimizer = lt.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), fused=True,
+                               foreach=False)
+    with pytest.raises(lt.Error, match="maximize"):
+        lt.optim.AdamW(model.parameters(), maximize=True)
+    scaler = lt.cuda.amp.GradScaler(enabled=False)
+    assert lt.amp.GradScaler is lt.cuda.amp.GradScaler and not scaler.is_enabled()
+    with pytest.raises(lt.Error, match="float16"):
+        lt.amp.GradScaler(enabled=True)
+    x = lt.ones(3, 2).pin_memory().to("cpu", non_blocking=True)
+    before = model[0].weight.numpy().copy()
+    with lt.amp.autocast(device_type="cpu", dtype=lt.bfloat16):
+        loss = (model(x) ** 2).mean()
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    scaler.step(optimizer)
+    scaler.update()
+    assert not np.array_equal(model[0].weight.numpy(), before)

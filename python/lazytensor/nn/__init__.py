@@ -280,14 +280,15 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
         from .. import ones, zeros
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(normalized_shape), eps
         self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
-        self.bias = Parameter(zeros(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = (Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias
+                     else None)
 
     def forward(self, x):
         return _C.layer_norm(x, list(self.normalized_shape), self.weight, self.bias, self.eps)
