@@ -146,12 +146,14 @@ class Module:
     def children(self):
         return (m for m in self._modules.values() if m is not None)
 
-    def named_parameters(self, prefix=""):
-        """Each parameter once, under the first name it is met by (tied weights are one)."""
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Each parameter once, under the first name it is met by (tied weights are one); with
+        ``remove_duplicate=False``, under every name it has."""
         seen = set()
-        for module_name, module in self.named_modules(prefix):
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for module_name, module in modules:
             for name, p in module._parameters.items():
-                if p is not None and id(p) not in seen:
+                if p is not None and (not remove_duplicate or id(p) not in seen):
                     seen.add(id(p))
                     yield (f"{module_name}.{name}" if module_name else name), p
 
@@ -180,18 +182,26 @@ class Module:
                     yield (f"{module_name}.{name}" if module_name else name), b
 
     def state_dict(self):
-        """Parameters and persistent buffers, detached, by name."""
-        state = OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        """Parameters (a tied one under each of its names, as torch's) and persistent buffers,
+        detached, by name."""
+        state = OrderedDict((name, p.detach())
+                            for name, p in self.named_parameters(remove_duplicate=False))
         state.update((name, b.detach()) for name, b in self._persistent_buffers())
         return state
 
     def load_state_dict(self, state, strict=True):
         """Copies ``state``'s tensors into the parameters and persistent buffers of the same
-        names, after checking every shape (nothing is changed when one does not fit). Returns
+        names, after checking every shape (nothing is changed when one does not fit). A tied
+        parameter is found under any of its names (torch's state dicts hold them all). Returns
         (missing, unexpected)."""
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters(remove_duplicate=False))
         own.update(self._persistent_buffers())
-        missing = [n for n in own if n not in state]
+        found = {id(t) for n, t in own.items() if n in state}
+        missing = []
+        for name, t in own.items():
+            if id(t) not in found:
+                missing.append(name)
+                found.add(id(t))  # one name for each tensor the state lacks
         unexpected = [n for n in state if n not in own]
         if strict and (missing or unexpected):
             raise _C.Error(f"load_state_dict: missing {missing}, unexpected {unexpected}")
