@@ -99,6 +99,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     where,
 )
 from ._device import backends, check_device as _check_device, cuda, device, mps  # noqa: E402,F401
+from ._selection import ValuesIndices as _ValuesIndices  # noqa: E402
 
 float32 = dtype.float32
 float64 = dtype.float64
@@ -521,16 +522,10 @@ def _array(self, dtype=None, copy=None):
     return array if dtype is None else array.astype(dtype)
 
 
-class MaxResult(tuple):
+class MaxResult(_ValuesIndices):
     """t.max(dim): (values, indices), also by name, as torch.return_types.max."""
 
     __slots__ = ()
-
-    def __new__(cls, values, indices):
-        return super().__new__(cls, (values, indices))
-
-    values = property(lambda self: self[0])
-    indices = property(lambda self: self[1])
 
 
 _engine_max = Tensor.max

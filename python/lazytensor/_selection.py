@@ -8,8 +8,8 @@ from . import _C
 from ._C import Tensor
 
 
-class TopKResult(tuple):
-    """(values, indices), also by name, as torch.return_types.topk."""
+class ValuesIndices(tuple):
+    """(values, indices), also by name, as torch.return_types' pairs."""
 
     __slots__ = ()
 
@@ -20,7 +20,13 @@ class TopKResult(tuple):
     indices = property(lambda self: self[1])
 
 
-class MinResult(TopKResult):
+class TopKResult(ValuesIndices):
+    """(values, indices), also by name, as torch.return_types.topk."""
+
+    __slots__ = ()
+
+
+class MinResult(ValuesIndices):
     """(values, indices), also by name, as torch.return_types.min."""
 
     __slots__ = ()
