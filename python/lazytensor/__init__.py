@@ -235,6 +235,18 @@ def randn_like(t, dtype=None, device=None, requires_grad=False):
     return _like("randn_like", t, dtype, device, requires_grad, _C.randn)
 
 
+def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    """As torch.randint: integers uniform in [low, high) (int64 unless ``dtype``), from the
+    engine's generator. ``randint(high, size)`` counts from 0."""
+    _check_device(device, "randint")
+    if size is None:
+        low, high, size = 0, low, high
+    if high <= low:
+        raise Error(f"randint: high ({high}) must be above low ({low})")
+    draws = (_C.rand(_sizes((size,)), float64) * (high - low)).to(int64).to(float64) + low
+    return _finish(draws.to(int64 if dtype is None else dtype), requires_grad)
+
+
 def rand(*size, dtype=float32, device=None, requires_grad=False):
     """Uniform [0, 1) values from the engine's counter-based generator (lt.manual_seed)."""
     _check_device(device, "rand")
@@ -651,13 +663,16 @@ for _name in _C._unary_functions + (
               "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "clone", "detach"):
     globals()[_name] = _method_as_function(_name)
 
-from ._pieces import chunk, split, tril, triu, unbind  # noqa: E402
+from ._math import isfinite, isinf, isnan, log1p, square, std  # noqa: E402
+from ._math import attach as _attach_math  # noqa: E402
+from ._pieces import chunk, flip, repeat, roll, split, tril, triu, unbind  # noqa: E402
 from ._selection import cumsum, multinomial, topk  # noqa: E402
 from ._selection import attach as _attach_selection  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from ._pieces import attach as _attach_pieces  # noqa: E402
 
 _attach_pieces()
+_attach_math()
 _attach_selection()
 
 from . import nn, optim  # noqa: E402  (they use the names above)

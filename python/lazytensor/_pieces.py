@@ -1,5 +1,6 @@
-"""torch's ops that cut a tensor into pieces or keep a triangle of it: split, chunk, unbind,
-tril, triu. Views and masks over the engine's ops, with their gradients."""
+"""torch's ops that cut a tensor into pieces, rearrange them or keep a triangle of it: split,
+chunk, unbind, repeat, flip, roll, tril, triu. Views, gathers and masks over the engine's ops,
+with their gradients."""
 import builtins as _builtins
 
 from . import _C
@@ -39,6 +40,53 @@ def unbind(tensor, dim=0):
     return tuple(tensor.select(dim, i) for i in range(tensor.shape[dim]))
 
 
+def repeat(tensor, *sizes):
+    """As torch.Tensor.repeat: the tensor tiled sizes[d] times along each dim (leading sizes
+    add dims)."""
+    if len(sizes) == 1 and not isinstance(sizes[0], int):
+        sizes = tuple(sizes[0])
+    if len(sizes) < tensor.ndim:
+        raise _C.Error(f"repeat: {len(sizes)} sizes for a tensor of {tensor.ndim} dims")
+    shape = [1] * (len(sizes) - tensor.ndim) + list(tensor.shape)
+    # Each dim d becomes (sizes[d], shape[d]): the copies outside, the elements inside.
+    interleaved, expanded = [], []
+    for times, size in zip(sizes, shape):
+        interleaved += [1, size]
+        expanded += [times, size]
+    tiled = tensor.reshape(*interleaved).expand(*expanded)
+    return tiled.reshape(*[times * size for times, size in zip(sizes, shape)])
+
+
+def flip(tensor, dims):
+    """As torch.flip: the elements in reverse order along each of ``dims``."""
+    from . import arange
+    out = tensor
+    for dim in ([dims] if isinstance(dims, int) else dims):
+        n = out.shape[dim]
+        out = out.index_select(dim, arange(n - 1, -1, -1)) if n > 1 else out
+    return out
+
+
+def roll(tensor, shifts, dims=None):
+    """As torch.roll: elements shifted along ``dims`` (the flattened tensor when None), those
+    that leave one end coming back at the other."""
+    from . import cat
+    if dims is None:
+        return roll(tensor.reshape(-1), shifts, 0).reshape(*tensor.shape)
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise _C.Error(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    out = tensor
+    for shift, dim in zip(shifts, dims):
+        n = out.shape[dim]
+        if n == 0 or shift % n == 0:
+            continue
+        k = shift % n
+        out = cat([out.narrow(dim, n - k, k), out.narrow(dim, 0, n - k)], dim)
+    return out
+
+
 def _triangle(tensor, diagonal, lower, op):
     if tensor.ndim < 2:
         raise _C.Error(f"{op}: needs a tensor of at least 2 dims, got {tensor.ndim}")
@@ -62,5 +110,5 @@ def triu(tensor, diagonal=0):
 
 
 def attach():
-    for fn in (split, chunk, unbind, tril, triu):
+    for fn in (split, chunk, unbind, repeat, flip, roll, tril, triu):
         setattr(Tensor, fn.__name__, fn)

@@ -349,3 +349,45 @@ def test_what_training_scripts_pass_through_is_accepted():
     scaler.step(optimizer)
     scaler.update()
     assert not np.array_equal(model[0].weight.numpy(), before)
+
+
+def test_repeat_flip_and_roll_match_numpy(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    x = lt.tensor(a)
+    np.testing.assert_array_equal(x.repeat(2, 1, 3).numpy(), np.tile(a, (2, 1, 3)))
+    np.testing.assert_array_equal(x.repeat((1, 2)).numpy(), np.tile(a, (1, 2)))
+    np.testing.assert_array_equal(lt.flip(x, [0, 1]).numpy(), a[::-1, ::-1])
+    np.testing.assert_array_equal(x.flip(1).numpy(), a[:, ::-1])
+    np.testing.assert_array_equal(x.roll(1, 1).numpy(), np.roll(a, 1, 1))
+    np.testing.assert_array_equal(lt.roll(x, (-1, 2), (0, 1)).numpy(), np.roll(a, (-1, 2), (0, 1)))
+    np.testing.assert_array_equal(x.roll(4).numpy(), np.roll(a, 4))
+    w = lt.tensor(a, requires_grad=True)
+    (w.repeat(3, 1) * lt.tensor(np.arange(18, dtype=np.float32).reshape(6, 3))).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.arange(18).reshape(3, 2, 3).sum(0))
+
+
+def test_math_compositions_match_numpy(rng):
+    a = rng.standard_normal((4, 5))
+    x = lt.tensor(a, dtype=lt.float64)
+    tiny = np.array([1e-12, -1e-9, 0.5, 3.0])
+    np.testing.assert_allclose(lt.log1p(lt.tensor(tiny, dtype=lt.float64)).numpy(), np.log1p(tiny),
+                               rtol=1e-15)
+    np.testing.assert_allclose(x.square().numpy(), a * a, rtol=1e-15)
+    np.testing.assert_allclose(x.std().item(), a.std(ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(lt.std(x, 1, correction=0).numpy(), a.std(1), rtol=1e-12)
+    special = lt.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    assert special.isnan().tolist() == [False, True, False, False]
+    assert lt.isinf(special).tolist() == [False, False, True, True]
+    assert special.isfinite().tolist() == [True, False, False, False]
+
+
+def test_randint_draws_uniform_integers():
+    lt.manual_seed(3)
+    draws = lt.randint(-3, 4, (70000,), device="cpu").numpy()
+    assert draws.dtype == np.int64 and draws.min() == -3 and draws.max() == 3
+    counts = np.bincount(draws + 3)
+    chi2 = ((counts - 10000) ** 2 / 10000).sum()
+    assert chi2 < 22.5, counts  # 6 degrees of freedom, p = 0.001
+    assert lt.randint(5, (2, 3)).shape == (2, 3)
+    with pytest.raises(lt.Error, match="high"):
+        lt.randint(4, 4, (1,))
