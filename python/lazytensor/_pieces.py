@@ -87,15 +87,20 @@ def roll(tensor, shifts, dims=None):
     return out
 
 
-def _triangle(tensor, diagonal, lower, op):
-    if tensor.ndim < 2:
-        raise _C.Error(f"{op}: needs a tensor of at least 2 dims, got {tensor.ndim}")
-    rows, cols = tensor.shape[-2], tensor.shape[-1]
+def outside_triangle(rows, cols, diagonal=0, lower=True):
+    """True where a [rows, cols] matrix's element lies outside its lower (or upper) triangle
+    from the ``diagonal``-th diagonal: col - row > diagonal (lower) or < diagonal (upper). A
+    causal attention mask is outside_triangle(T, T)."""
     from . import arange
     row = arange(rows, dtype=_C.dtype.float64).reshape(rows, 1)
     col = arange(cols, dtype=_C.dtype.float64).reshape(1, cols)
-    # Keep col - row <= diagonal (tril) or >= diagonal (triu): the other side becomes zero.
-    outside = (col - row).gt(diagonal) if lower else (col - row).lt(diagonal)
+    return (col - row).gt(diagonal) if lower else (col - row).lt(diagonal)
+
+
+def _triangle(tensor, diagonal, lower, op):
+    if tensor.ndim < 2:
+        raise _C.Error(f"{op}: needs a tensor of at least 2 dims, got {tensor.ndim}")
+    outside = outside_triangle(tensor.shape[-2], tensor.shape[-1], diagonal, lower)
     return tensor.masked_fill(outside, 0)
 
 

@@ -84,7 +84,8 @@ _EPSILON = {"float32": 2.0 ** -23, "float64": 2.0 ** -52, "bfloat16": 2.0 ** -7,
 
 def nll_loss(input, target, ignore_index=-100, reduction="mean"):
     """As torch.nn.functional.nll_loss over log-probabilities [N, C] and targets [N]."""
-    picked = (input * _pick_mask(target, input.shape[-1], input.dtype)).sum(-1)
+    # An ignored target matches no class: its row of the one-hot mask is zeros.
+    picked = (input * one_hot(target, input.shape[-1]).to(input.dtype)).sum(-1)
     keep = target.ne(ignore_index).to(input.dtype)
     losses = -picked * keep
     if reduction == "none":
@@ -94,12 +95,6 @@ def nll_loss(input, target, ignore_index=-100, reduction="mean"):
     return losses.sum() / keep.sum()
 
 
-def _pick_mask(target, classes, dtype):
-    """1 at each target's class, 0 elsewhere (an ignored target matches no class)."""
-    from .. import arange
-    return target.unsqueeze(-1).eq(arange(classes)).to(dtype)
-
-
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None):
     """As torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v over
@@ -107,14 +102,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     float mask is added. Dropout on the attention weights with dropout_p (always on, as
     torch's)."""
     import math
-    from .. import arange, float64
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = query.matmul(key.transpose(-2, -1)) * scale
     if is_causal:
-        rows, cols = query.shape[-2], key.shape[-2]
-        row = arange(rows, dtype=float64).reshape(rows, 1)
-        col = arange(cols, dtype=float64).reshape(1, cols)
-        scores = scores.masked_fill(col.gt(row), float("-inf"))
+        from .._pieces import outside_triangle
+        scores = scores.masked_fill(outside_triangle(query.shape[-2], key.shape[-2]),
+                                    float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype.name == "bool":
             scores = scores.masked_fill(attn_mask.to(scores.dtype).eq(0), float("-inf"))
