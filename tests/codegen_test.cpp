@@ -156,6 +156,8 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
       {"sub", x - y, arithmetic},
       {"mul", x * y, arithmetic},
       {"div", x / y, arithmetic},
+      {"floor_divide", x.floor_divide(y), arithmetic},
+      {"remainder", x.remainder(y), arithmetic},
       {"pow", y.pow(2.5), transcendental},
       {"pow_square", x.pow(2.0), arithmetic},
       {"pow_one", x.pow(1.0), arithmetic},
@@ -197,6 +199,45 @@ std::vector<Output> every_op(const Tensor& x, const Tensor& y, const Tensor& w) 
   };
 }
 
+// Integer and bool programs over a (any sign) and b (nonzero, either sign), i64 values far
+// below 2^53, so the reference's doubles are exact and every result must be equal.
+std::vector<Output> integer_ops(const Tensor& a, const Tensor& b) {
+  constexpr Tol exact{0, 0};
+  const Tensor small = a.remainder(5.0);
+  const Tensor positive = a.gt(0.0), b_positive = b.gt(0.0);
+  return {
+      {"add", a + b, exact},
+      {"sub", a - b * 3.0, exact},
+      {"mul", a * b, exact},
+      {"neg", a.neg(), exact},
+      {"abs", a.abs(), exact},
+      {"sign", a.sign(), exact},
+      {"relu", a.relu(), exact},
+      {"maximum", a.maximum(b), exact},
+      {"minimum", a.minimum(b), exact},
+      {"clamp", a.clamp(-20.0, 20.0), exact},
+      {"floor_divide", a.floor_divide(b), exact},
+      {"remainder", a.remainder(b), exact},
+      {"floor_divide_number", a.floor_divide(-3.0), exact},
+      {"pow", small.pow(3.0) + b.pow(2.0) + b.pow(-1.0), exact},
+      {"bitwise_and", a.bitwise_and(b), exact},
+      {"bitwise_or", a.bitwise_or(b), exact},
+      {"bitwise_xor", a.bitwise_xor(b), exact},
+      {"compare", a.lt(b).to(DType::i64) + a.eq(b.neg()).to(DType::i64) * 2.0, exact},
+      {"where", lt::where(positive, a, b), exact},
+      {"bool_ops",
+       (positive * b_positive).to(DType::i64) + (positive + b_positive).to(DType::i64) * 2.0 +
+           positive.bitwise_xor(b_positive).to(DType::i64) * 4.0,
+       exact},
+      {"i32", a.to(DType::i32) * b.to(DType::i32) - 7.0, exact},
+      {"true_division_is_f32", a / b, kF32},
+      {"sum", (a * b).sum({1}), exact},
+      {"count", positive.sum(), exact},
+      {"max", a.max({1}), exact},
+      {"argmax", a.argmax(1), exact},
+  };
+}
+
 // The ops reachable from the outputs' IR.
 std::set<lt::ir::OpKind> ops_in(const std::vector<Output>& outputs) {
   std::set<lt::ir::OpKind> ops;
@@ -231,8 +272,13 @@ TEST_F(CodegenTest, EveryElementwiseOpMatchesTheReference) {
     SCOPED_TRACE(lt::dtype_name(dtype));
     const std::vector<Output> outputs = every_op(
         uniform(shape, -3, 3, dtype), uniform(shape, 0.25, 4, dtype), uniform(shape, 0, 1, dtype));
-    // A new op in op_table.def needs a line in every_op.
-    const std::set<lt::ir::OpKind> covered = ops_in(outputs);
+    // A new op in op_table.def needs a line in every_op (or integer_ops, for the ops that
+    // floating values do not have).
+    std::set<lt::ir::OpKind> covered = ops_in(outputs);
+    for (lt::ir::OpKind op : ops_in(
+             integer_ops(lt::arange(4.0).reshape({2, 2}), lt::arange(1.0, 5.0).reshape({2, 2})))) {
+      covered.insert(op);
+    }
     for (int k = 0; k < static_cast<int>(lt::ir::OpKind::kCount); ++k) {
       const auto op = static_cast<lt::ir::OpKind>(k);
       if (lt::ir::is_elementwise(op)) {
@@ -240,6 +286,39 @@ TEST_F(CodegenTest, EveryElementwiseOpMatchesTheReference) {
       }
     }
     check_outputs(outputs);
+  }
+}
+
+TEST_F(CodegenTest, IntegerOpsMatchTheReference) {
+  const Shape shape{13, 83};
+  std::vector<int64_t> av, bv;
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    av.push_back(static_cast<int64_t>(scalar(-1000, 1000)));
+    const int64_t b = static_cast<int64_t>(scalar(1, 10));
+    bv.push_back(i % 2 ? b : -b);
+  }
+  for (const char* compiler : {"native", "interpreter"}) {
+    SCOPED_TRACE(compiler);
+    lt::set_kernel_compiler(compiler);
+    check_outputs(integer_ops(lt::from_vector(av, shape), lt::from_vector(bv, shape)));
+  }
+}
+
+// Integer division by zero is defined rather than trapping (a kernel cannot raise PyTorch's
+// ZeroDivisionError): a // 0 is 0 and a % 0 is a; the minimum divided by -1 wraps, as its
+// product with -1 does.
+TEST_F(CodegenTest, IntegerDivisionByZeroAndOverflowAreDefined) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const Tensor a = lt::from_vector(std::vector<int64_t>{7, -7, 0, kMin, kMin}, {5});
+  const Tensor b = lt::from_vector(std::vector<int64_t>{0, 0, 0, -1, 1}, {5});
+  for (const char* compiler : {"native", "interpreter"}) {
+    SCOPED_TRACE(compiler);
+    lt::set_kernel_compiler(compiler);
+    const Tensor quotient = a.floor_divide(b), remainder = a.remainder(b), product = a * b.neg();
+    lt::mark_step();
+    EXPECT_EQ(quotient.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0, kMin, kMin}));
+    EXPECT_EQ(remainder.to_vector<int64_t>(), (std::vector<int64_t>{7, -7, 0, 0, 0}));
+    EXPECT_EQ(product.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0, kMin, kMin}));
   }
 }
 

@@ -639,30 +639,55 @@ TEST_P(DtypeTest, ToTheSameDtypeIsTheSameTensor) {
 
 // --- Arithmetic. ---
 
-TEST_P(DtypeTest, ArithmeticOnIntegerAndBoolNamesTheOpAndDtype) {
+// Integers compute in their own dtype, as in PyTorch: ops defined on floating values take them
+// as f32, sums count in i64, and what PyTorch refuses (means, matrix products, a number that
+// an integer op would truncate) names the op and the dtype and changes nothing.
+TEST_P(DtypeTest, IntegerArithmeticFollowsPyTorch) {
   const Tensor f = lt::ones({3});
-  for (DType dtype : {DType::i32, DType::i64, DType::boolean, DType::u8}) {
+  for (DType dtype : {DType::i32, DType::i64}) {
     const std::string name = lt::dtype_name(dtype);
     SCOPED_TRACE(name);
-    Tensor t = lt::ones({3}, dtype);
+    Tensor t = lt::arange(1.0, 4.0, 1.0, dtype);
     lt::mark_step();
-    const std::vector<std::pair<std::string, std::function<void()>>> ops = {
-        {"add", [&] { t.add(t); }},     {"mul", [&] { t.mul(2.0); }},
-        {"exp", [&] { t.exp(); }},      {"neg", [&] { (void)-t; }},
-        {"sum", [&] { t.sum(); }},      {"mean", [&] { t.mean({0}); }},
-        {"add_", [&] { t.add_(1.0); }}, {"lerp_", [&] { t.lerp_(t, 0.5); }},
+    EXPECT_EQ(t.add(t).dtype(), dtype);
+    EXPECT_EQ((t * 3.0 - 1.0).to_vector<int64_t>(), (std::vector<int64_t>{2, 5, 8}));
+    EXPECT_EQ(t.sum().dtype(), DType::i64);
+    EXPECT_EQ(t.sum().item(), 6);
+    EXPECT_EQ(t.exp().dtype(), DType::f32);
+    EXPECT_EQ((t / 2.0).to_vector<double>(), (std::vector<double>{0.5, 1, 1.5}));
+    const std::vector<std::pair<std::string, std::function<void()>>> refused = {
+        {"mean", [&] { t.mean({0}); }},
+        {"matmul",
+         [&] {
+           lt::matmul(t.reshape({1, 3}), t.reshape({3, 1}));
+         }},
+        {"mul", [&] { t.mul(0.5); }},
+        {"add_", [&] { t.add_(1.5); }},
+        {"lerp_", [&] { t.lerp_(t, 0.5); }},
     };
-    for (const auto& [op, run] : ops) {
-      expect_mentions(error_message(run), {op, name, "arithmetic"});
-    }
+    for (const auto& [op, run] : refused) expect_mentions(error_message(run), {op, name});
     EXPECT_FALSE(t.is_pending());  // the failed in-place ops left it as it was
-    EXPECT_EQ(t.to_vector<int32_t>(), (std::vector<int32_t>{1, 1, 1}));
+    EXPECT_EQ(t.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3}));
     // With a floating operand the op computes in the floating dtype, as in PyTorch.
     const Tensor mixed = f.add(t);
     EXPECT_EQ(mixed.dtype(), DType::f32);
-    EXPECT_EQ(mixed.to_vector<double>(), (std::vector<double>{2, 2, 2}));
+    EXPECT_EQ(mixed.to_vector<double>(), (std::vector<double>{2, 3, 4}));
     EXPECT_EQ(lt::maximum(f, t).dtype(), DType::f32);
   }
+  // bool: add and mul are or and and, a number promotes to i64, sums are i64 counts.
+  const Tensor mask = lt::from_vector({true, false, true}, {3});
+  const Tensor other = lt::from_vector({true, true, false}, {3});
+  EXPECT_EQ((mask + other).to_vector<int32_t>(), (std::vector<int32_t>{1, 1, 1}));
+  EXPECT_EQ((mask * other).to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 0}));
+  EXPECT_EQ((mask + other).dtype(), DType::boolean);
+  EXPECT_EQ((mask * 2.0).to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 2}));
+  EXPECT_EQ(mask.sum().dtype(), DType::i64);
+  EXPECT_EQ(mask.sum().item(), 2);
+  EXPECT_EQ(mask.eq(2.0).to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 0}));
+  // u8 holds bytes only; bitwise ops have no floating form.
+  const Tensor bytes = lt::ones({3}, DType::u8);
+  expect_mentions(error_message([&] { bytes.add(bytes); }), {"add", "u8", "arithmetic"});
+  expect_mentions(error_message([&] { f.bitwise_and(f); }), {"bitwise_and", "f32"});
 }
 
 TEST(DtypePromotion, FollowsPyTorch) {
@@ -698,7 +723,8 @@ TEST(DtypePromotion, FollowsPyTorch) {
   EXPECT_TRUE(lt::dtype_has_kernels(DType::f16));
   EXPECT_TRUE(lt::dtype_has_arithmetic(DType::f16));
   EXPECT_TRUE(lt::dtype_has_kernels(DType::boolean));
-  EXPECT_FALSE(lt::dtype_has_arithmetic(DType::i64));
+  EXPECT_TRUE(lt::dtype_has_arithmetic(DType::i64));
+  EXPECT_FALSE(lt::dtype_has_arithmetic(DType::boolean));
   EXPECT_TRUE(lt::dtype_has_arithmetic(DType::bf16));
 }
 

@@ -214,8 +214,8 @@ TEST(ErrorsTest, InPlaceTakesAWiderOperand) {
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.25f, 2.5f, 3.0f}));
 }
 
-// A value outside the dtype enum has no kernels; integers and bool have storage and casts but no
-// arithmetic, and random values only exist in floating dtypes.
+// A value outside the dtype enum has no kernels; u8 has storage and casts but no arithmetic,
+// integers and bool have no mean, and random values only exist in floating dtypes.
 TEST(ErrorsTest, DtypesWithoutKernelsOrArithmetic) {
   const auto unknown = static_cast<DType>(42);
   EXPECT_STREQ(lt::dtype_name(unknown), "unknown");
@@ -234,10 +234,11 @@ TEST(ErrorsTest, DtypesWithoutKernelsOrArithmetic) {
     expect_mentions(error_message([&] { lt::rand({2}, 1, dtype); }), {"rand", name});
     expect_mentions(error_message([&] { lt::randn({2}, 1, dtype); }), {"randn", name});
     const Tensor ints = x.to(dtype);
-    expect_mentions(error_message([&] { ints.neg(); }), {"neg", name, "arithmetic"});
-    expect_mentions(error_message([&] { ints.sum(); }), {"sum", name, "arithmetic"});
-    expect_mentions(error_message([&] { ints.add(ints); }), {"add", name});
+    expect_mentions(error_message([&] { ints.mean(); }), {"mean", name, "floating"});
   }
+  const Tensor bytes = x.to(DType::u8);
+  expect_mentions(error_message([&] { bytes.neg(); }), {"neg", "u8", "arithmetic"});
+  expect_mentions(error_message([&] { bytes.add(bytes); }), {"add", "u8"});
   expect_unchanged(x, {2}, pending, {1, 2});
 }
 

@@ -10,11 +10,14 @@ namespace lt {
 // dtypes go at the end.
 //
 // Every dtype can be created, read back, copied and cast (`Tensor::to`, `copy_`). Arithmetic
-// and reductions need a floating dtype: f32, f64, bf16 (stored as the upper 16 bits of an f32)
-// or f16 (IEEE binary16); the two 16-bit ones compute each op in f32 and round its result to
-// nearest even, as PyTorch does, keeping NaN a NaN.
-// u8: unsigned bytes (8-bit optimizer state codes, image data), no arithmetic as the other
-// integers.
+// and reductions take the floating dtypes, f32, f64, bf16 (stored as the upper 16 bits of an
+// f32) and f16 (IEEE binary16), and the integers i32 and i64. The two 16-bit floating ones
+// compute each op in f32 and round its result to nearest even, as PyTorch does, keeping NaN a
+// NaN. Integers wrap on overflow; ops that PyTorch defines on floating values only (exp, true
+// division) take integer and bool operands as f32, as PyTorch promotes them. bool has the
+// comparisons, where, and the logical forms of add, mul, maximum, minimum and the bitwise ops;
+// its sum is an i64 count.
+// u8: unsigned bytes (8-bit optimizer state codes, image data), no arithmetic.
 enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean, u8 };
 
 const char* dtype_name(DType dtype);  // "f32", ..., "bool"; "unknown" for a value outside the enum

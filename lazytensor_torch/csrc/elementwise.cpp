@@ -13,7 +13,7 @@ namespace {
 // has arithmetic for it, else f64 (integers and bool, exact to 2^53), cast back at the end.
 lt::DType compute_dtype(at::ScalarType result) {
   const lt::DType dtype = to_engine(result, "lazytensor");
-  return lt::dtype_has_arithmetic(dtype) ? dtype : lt::DType::f64;
+  return lt::dtype_is_floating(dtype) ? dtype : lt::DType::f64;
 }
 
 lt::Tensor in(const Operand& o, lt::DType dtype) {

@@ -24,7 +24,7 @@ lt::Tensor value(const at::Tensor& t, const char* op) {
 }
 
 lt::Tensor floating(const lt::Tensor& t) {
-  return lt::dtype_has_arithmetic(t.dtype()) ? t : t.to(lt::DType::f64);
+  return lt::dtype_is_floating(t.dtype()) ? t : t.to(lt::DType::f64);
 }
 
 std::vector<int> reduce_dims(at::OptionalIntArrayRef dim, int64_t rank) {

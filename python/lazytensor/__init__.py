@@ -659,11 +659,14 @@ def _method_as_function(name):
 for _name in _C._unary_functions + (
               "sum", "mean", "amax", "argmax", "norm", "var", "logsumexp", "clamp", "pow",
               "maximum", "minimum", "lerp", "addcmul", "addcdiv", "reshape", "flatten", "transpose",
+              "add", "sub", "mul", "floor_divide", "remainder", "bitwise_and", "bitwise_or",
+              "bitwise_xor", "bitwise_not",
               "permute", "unsqueeze", "squeeze", "narrow", "select", "index_select",
               "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "clone", "detach"):
     globals()[_name] = _method_as_function(_name)
 
-from ._math import isfinite, isinf, isnan, log1p, square, std  # noqa: E402
+from ._math import div, isfinite, isinf, isnan, log1p, square, std  # noqa: E402
+from ._math import logical_and, logical_not, logical_or, logical_xor  # noqa: E402
 from ._math import attach as _attach_math  # noqa: E402
 from ._pieces import chunk, flip, repeat, roll, split, tril, triu, unbind  # noqa: E402
 from ._selection import cumsum, multinomial, topk  # noqa: E402

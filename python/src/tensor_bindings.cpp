@@ -257,6 +257,22 @@ void bind_dtypes(nb::module_& m) {
       .value("uint8", DType::u8);
 }
 
+// PyTorch's promotion of a tensor that meets a Python float: integer and bool tensors compute
+// in the default dtype, f32 (ids * 0.5 is f32, as in PyTorch).
+Tensor for_float_number(const Tensor& t) {
+  return dtype_is_floating(t.dtype()) ? t : t.to(DType::f32);
+}
+
+// ~t: not on bool tensors, -t - 1 on integer ones (two's complement's ~, wrapping as it does).
+Tensor bitwise_not(const Tensor& t) {
+  if (t.dtype() == DType::boolean) return t.eq(0.0);
+  if (dtype_is_floating(t.dtype())) {
+    throw lt::Error(std::string("bitwise_not: not defined on ") + dtype_name(t.dtype()) +
+                    " tensors (it takes integer and bool tensors)");
+  }
+  return -t - 1.0;
+}
+
 // The methods of elementwise_ops.def's ops, with PyTorch's keywords; in-place forms return the
 // same Python object, as PyTorch returns self.
 void bind_elementwise_ops(nb::class_<Tensor>& cls) {
@@ -269,16 +285,30 @@ void bind_elementwise_ops(nb::class_<Tensor>& cls) {
           #name "_",                                                                            \
           [](Self s, double o) { return in_place(s, [&](Tensor& t) { t.name##_(o); }); },       \
           "other"_a);
-#define LT_BINARY_OP(name, Kind)                                                         \
-  cls.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a) \
-      .def(#name, nb::overload_cast<double>(&Tensor::name, nb::const_), "other"_a);      \
+#define LT_BINARY_OP(name, Kind)                                                            \
+  cls.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a)    \
+      .def(                                                                                 \
+          #name, [](const Tensor& a, int64_t b) { return a.name(static_cast<double>(b)); }, \
+          "other"_a)                                                                        \
+      .def(                                                                                 \
+          #name, [](const Tensor& a, double b) { return for_float_number(a).name(b); },     \
+          "other"_a);                                                                       \
   LT_BINARY_IN_PLACE(name)
 #define LT_BINARY_ALPHA_OP(name, Kind)                                                           \
   cls.def(                                                                                       \
          #name, [](const Tensor& a, const Tensor& b, double alpha) { return a.name(b, alpha); }, \
          "other"_a, nb::kw_only(), "alpha"_a = 1.0)                                              \
       .def(                                                                                      \
-          #name, [](const Tensor& a, double b, double alpha) { return a.name(b * alpha); },      \
+          #name,                                                                                 \
+          [](const Tensor& a, int64_t b, int64_t alpha) {                                        \
+            return a.name(static_cast<double>(b * alpha));                                       \
+          },                                                                                     \
+          "other"_a, nb::kw_only(), "alpha"_a = 1)                                               \
+      .def(                                                                                      \
+          #name,                                                                                 \
+          [](const Tensor& a, double b, double alpha) {                                          \
+            return for_float_number(a).name(b * alpha);                                          \
+          },                                                                                     \
           "other"_a, nb::kw_only(), "alpha"_a = 1.0)                                             \
       .def(                                                                                      \
           #name "_",                                                                             \
@@ -483,37 +513,63 @@ void bind_tensor_in_place(TensorClass& cls) {
 // Python operators. A failed match returns NotImplemented (nb::is_operator), so Python
 // tries the other operand's method.
 void bind_tensor_operators(TensorClass& cls) {
+  // t (op) number and number (op) t, with PyTorch's promotion by the number's Python type: an
+  // int keeps an integer tensor's dtype (a bool tensor's becomes i64), a float makes an integer
+  // or bool tensor's op f32. The int overload comes first, so that Python ints take it.
+#define LT_NUMBER_OPERATOR(dunder, expr)                 \
+  cls.def(                                               \
+         dunder,                                         \
+         [](const Tensor& t, int64_t number) {           \
+           const Tensor& a = t;                          \
+           const double b = static_cast<double>(number); \
+           return expr;                                  \
+         },                                              \
+         nb::is_operator())                              \
+      .def(                                              \
+          dunder,                                        \
+          [](const Tensor& t, double b) {                \
+            const Tensor a = for_float_number(t);        \
+            return expr;                                 \
+          },                                             \
+          nb::is_operator());
+#define LT_TENSOR_OPERATOR(dunder, expr) \
+  cls.def(                               \
+      dunder, [](const Tensor& a, const Tensor& b) { return expr; }, nb::is_operator());
+  LT_TENSOR_OPERATOR("__add__", a + b)
+  LT_NUMBER_OPERATOR("__add__", a + b)
+  LT_NUMBER_OPERATOR("__radd__", b + a)
+  LT_TENSOR_OPERATOR("__sub__", a - b)
+  LT_NUMBER_OPERATOR("__sub__", a - b)
+  LT_NUMBER_OPERATOR("__rsub__", b - a)
+  LT_TENSOR_OPERATOR("__mul__", a * b)
+  LT_NUMBER_OPERATOR("__mul__", a * b)
+  LT_NUMBER_OPERATOR("__rmul__", b * a)
+  LT_TENSOR_OPERATOR("__truediv__", a / b)
+  LT_NUMBER_OPERATOR("__truediv__", a / b)
+  LT_NUMBER_OPERATOR("__rtruediv__", b / a)
+  LT_TENSOR_OPERATOR("__floordiv__", a.floor_divide(b))
+  LT_NUMBER_OPERATOR("__floordiv__", a.floor_divide(b))
+  LT_TENSOR_OPERATOR("__mod__", a.remainder(b))
+  LT_NUMBER_OPERATOR("__mod__", a.remainder(b))
+  LT_NUMBER_OPERATOR("__pow__", a.pow(b))
+  LT_TENSOR_OPERATOR("__and__", a.bitwise_and(b))
+  LT_NUMBER_OPERATOR("__and__", a.bitwise_and(b))
+  LT_NUMBER_OPERATOR("__rand__", a.bitwise_and(b))
+  LT_TENSOR_OPERATOR("__or__", a.bitwise_or(b))
+  LT_NUMBER_OPERATOR("__or__", a.bitwise_or(b))
+  LT_NUMBER_OPERATOR("__ror__", a.bitwise_or(b))
+  LT_TENSOR_OPERATOR("__xor__", a.bitwise_xor(b))
+  LT_NUMBER_OPERATOR("__xor__", a.bitwise_xor(b))
+  LT_NUMBER_OPERATOR("__rxor__", a.bitwise_xor(b))
+#undef LT_NUMBER_OPERATOR
+#undef LT_TENSOR_OPERATOR
   cls.def(
-         "__add__", [](const Tensor& a, const Tensor& b) { return a + b; }, nb::is_operator())
-      .def(
-          "__add__", [](const Tensor& a, double b) { return a + b; }, nb::is_operator())
-      .def(
-          "__radd__", [](const Tensor& a, double b) { return b + a; }, nb::is_operator())
-      .def(
-          "__sub__", [](const Tensor& a, const Tensor& b) { return a - b; }, nb::is_operator())
-      .def(
-          "__sub__", [](const Tensor& a, double b) { return a - b; }, nb::is_operator())
-      .def(
-          "__rsub__", [](const Tensor& a, double b) { return b - a; }, nb::is_operator())
-      .def(
-          "__mul__", [](const Tensor& a, const Tensor& b) { return a * b; }, nb::is_operator())
-      .def(
-          "__mul__", [](const Tensor& a, double b) { return a * b; }, nb::is_operator())
-      .def(
-          "__rmul__", [](const Tensor& a, double b) { return b * a; }, nb::is_operator())
-      .def(
-          "__truediv__", [](const Tensor& a, const Tensor& b) { return a / b; }, nb::is_operator())
-      .def(
-          "__truediv__", [](const Tensor& a, double b) { return a / b; }, nb::is_operator())
-      .def(
-          "__rtruediv__", [](const Tensor& a, double b) { return b / a; }, nb::is_operator())
-      .def(
-          "__pow__", [](const Tensor& a, double e) { return a.pow(e); }, nb::is_operator())
-      .def(
-          "__matmul__", [](const Tensor& a, const Tensor& b) { return lt::matmul(a, b); },
-          nb::is_operator())
+         "__matmul__", [](const Tensor& a, const Tensor& b) { return lt::matmul(a, b); },
+         nb::is_operator())
       .def("__neg__", [](const Tensor& a) { return -a; })
-      .def("__abs__", [](const Tensor& a) { return a.abs(); });
+      .def("__abs__", [](const Tensor& a) { return a.abs(); })
+      .def("__invert__", &bitwise_not)
+      .def("bitwise_not", &bitwise_not);
 #define LT_IN_PLACE_OPERATOR(dunder, name)                                                     \
   cls.def(                                                                                     \
          dunder,                                                                               \
@@ -526,6 +582,11 @@ void bind_tensor_operators(TensorClass& cls) {
   LT_IN_PLACE_OPERATOR("__isub__", sub_)
   LT_IN_PLACE_OPERATOR("__imul__", mul_)
   LT_IN_PLACE_OPERATOR("__itruediv__", div_)
+  LT_IN_PLACE_OPERATOR("__ifloordiv__", floor_divide_)
+  LT_IN_PLACE_OPERATOR("__imod__", remainder_)
+  LT_IN_PLACE_OPERATOR("__iand__", bitwise_and_)
+  LT_IN_PLACE_OPERATOR("__ior__", bitwise_or_)
+  LT_IN_PLACE_OPERATOR("__ixor__", bitwise_xor_)
 #undef LT_IN_PLACE_OPERATOR
 
   // Comparisons give bool tensors, as in PyTorch.

@@ -394,4 +394,84 @@ inline unsigned char lt_cast_u8(bool x) {
   return x ? 1 : 0;
 }
 
+// Integer arithmetic. Signed integers wrap on overflow, as PyTorch's do on every CPU (kernels
+// are compiled with -fwrapv; the helpers below go through unsigned arithmetic, which wraps by
+// definition). A kernel cannot raise PyTorch's ZeroDivisionError, so integer division by zero
+// is defined instead: a // 0 is 0 and a % 0 is a, which keeps a == (a // b) * b + a % b.
+template <class T>
+struct LtIsFloating {
+  static constexpr bool value = false;
+};
+template <>
+struct LtIsFloating<float> {
+  static constexpr bool value = true;
+};
+template <>
+struct LtIsFloating<double> {
+  static constexpr bool value = true;
+};
+template <class T>
+inline T lt_wrapping_neg(T a) {
+  return static_cast<T>(0ull - static_cast<unsigned long long>(a));
+}
+template <class T>
+inline T lt_fmod(T a, T b) {
+  if constexpr (sizeof(T) == 4) {
+    return __builtin_fmodf(a, b);
+  } else {
+    return __builtin_fmod(a, b);
+  }
+}
+// Python's a // b, as torch.floor_divide: the quotient rounded toward -infinity. Floating
+// values as PyTorch's div_floor computes them, from fmod, so that a // b is exact where a / b
+// rounds to a whole number (7.0 // 0.1 is 69, not 70); a // 0.0 is a / 0.0.
+template <class T>
+inline T lt_floor_divide(T a, T b) {
+  if constexpr (LtIsFloating<T>::value) {
+    if (b == T(0)) return a / b;
+    const T mod = lt_fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
+    if (div == T(0)) return __builtin_copysign(T(0), a / b);
+    T floor = sizeof(T) == 4 ? __builtin_floorf(div) : __builtin_floor(div);
+    if (div - floor > T(0.5)) floor += T(1);
+    return floor;
+  } else {
+    if (b == T(0)) return T(0);
+    if (b == T(-1)) return lt_wrapping_neg(a);  // MIN // -1 wraps to MIN, as MIN * -1
+    const T q = a / b;
+    return (a % b != T(0) && (a < T(0)) != (b < T(0))) ? T(q - T(1)) : q;
+  }
+}
+// Python's a % b, as torch.remainder: the sign of b's. Floating a % 0.0 is NaN.
+template <class T>
+inline T lt_remainder(T a, T b) {
+  if constexpr (LtIsFloating<T>::value) {
+    T mod = lt_fmod(a, b);
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) mod += b;
+    return mod;
+  } else {
+    if (b == T(0)) return a;
+    if (b == T(-1)) return T(0);
+    const T r = a % b;
+    return (r != T(0) && (r < T(0)) != (b < T(0))) ? T(r + b) : r;
+  }
+}
+// An integer to an integer power by squaring, wrapping as repeated products would. A negative
+// exponent gives what truncating 1 / a^-b gives (PyTorch refuses one).
+template <class T>
+inline T lt_integer_pow(T base, T exponent) {
+  if (exponent < T(0)) {
+    if (base == T(1)) return T(1);
+    if (base == T(-1)) return (exponent & T(1)) ? T(-1) : T(1);
+    return T(0);
+  }
+  unsigned long long result = 1, factor = static_cast<unsigned long long>(base);
+  for (unsigned long long e = static_cast<unsigned long long>(exponent); e != 0; e >>= 1) {
+    if (e & 1) result *= factor;
+    factor *= factor;
+  }
+  return static_cast<T>(result);
+}
+
 }  // namespace lt_kernel

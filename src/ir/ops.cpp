@@ -25,6 +25,12 @@ double ref_sign(double a) {
   return a > 0 ? 1.0 : (a < 0 ? -1.0 : 0.0);
 }
 
+// A bitwise op on integer values held in doubles (exact to 2^53, as the reference's integers are).
+template <class F>
+double ref_bitwise(double a, double b, F f) {
+  return static_cast<double>(f(static_cast<long long>(a), static_cast<long long>(b)));
+}
+
 double ref_gelu_derivative(double a) {
   return 0.5 * (1.0 + std::erf(a / std::numbers::sqrt2)) +
          a * std::exp(-0.5 * a * a) / std::sqrt(2.0 * std::numbers::pi);

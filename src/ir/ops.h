@@ -1,6 +1,8 @@
 #pragma once
 #include <cstdint>
 
+#include "lazytensor/dtype.h"
+
 namespace lt::ir {
 
 // Every IR op. Leaves first, then the elementwise ops of op_table.def, then the rest.
@@ -77,6 +79,72 @@ inline bool is_view(OpKind op) {
 inline bool is_opaque(OpKind op) {
   return op_info(op).category == OpCategory::Opaque;
 }
+// The kinds of register an elementwise op computes on, a bit each: floating (f32, f64, bf16,
+// f16), integer (i32, i64), bool, and the bytes of u8, which only copy.
+enum ElementKind : uint8_t {
+  kFloatingElements = 1,
+  kIntegerElements = 2,
+  kBoolElements = 4,
+  kByteElements = 8,
+};
+constexpr uint8_t element_kind(DType dtype) {
+  switch (dtype) {
+    case DType::i32:
+    case DType::i64:
+      return kIntegerElements;
+    case DType::boolean:
+      return kBoolElements;
+    case DType::u8:
+      return kByteElements;
+    default:
+      return kFloatingElements;
+  }
+}
+// Which kinds `op` has kernels for. An op without an integer kernel (exp, true division)
+// computes integer and bool operands in f32, as PyTorch promotes them (trace::elementwise).
+constexpr uint8_t element_kinds(OpKind op) {
+  constexpr uint8_t numbers = kFloatingElements | kIntegerElements;
+  switch (op) {
+    case OpKind::Identity:
+    case OpKind::Cast:
+      return numbers | kBoolElements | kByteElements;
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Relu:
+    case OpKind::Sign:
+    case OpKind::Sub:
+    case OpKind::Pow:
+    case OpKind::Clamp:
+    case OpKind::FloorDivide:
+    case OpKind::Remainder:
+      return numbers;
+    // On bool values maximum is or and minimum and (trace::elementwise computes add and mul
+    // of bool values as or and and, as PyTorch defines them).
+    case OpKind::Add:
+    case OpKind::Mul:
+      return numbers;
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+    case OpKind::Where:
+      return numbers | kBoolElements;
+    case OpKind::BitwiseAnd:
+    case OpKind::BitwiseOr:
+    case OpKind::BitwiseXor:
+      return kIntegerElements | kBoolElements;
+    default:
+      return kFloatingElements;
+  }
+}
+inline bool has_kernel(OpKind op, DType dtype) {
+  return (element_kinds(op) & element_kind(dtype)) != 0;
+}
+
 // Whether attribute k of an `op` node is a size (a view's offset and strides, index_add's
 // result size, check_index's bound): like a dim, a value that a graph's signature keeps only
 // when it is 0 or 1, so that one compiled graph serves every sequence length.

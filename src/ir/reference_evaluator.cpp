@@ -109,8 +109,11 @@ double convert(DType from, DType to, double v) {
 
 // bf16's kernels compute each op in f32 and round its result to bf16, as PyTorch does; so does
 // the reference. f32 and f64 results stay exact: the reference measures their kernels' error.
+// Integer and bool results are whole numbers of their dtype (an integer power's 2^-1 is 0).
 double round_result(DType dtype, double v) {
-  return dtype_info(dtype).wide_register ? convert(DType::f64, dtype, v) : v;
+  return dtype_info(dtype).wide_register || !dtype_is_floating(dtype)
+             ? convert(DType::f64, dtype, v)
+             : v;
 }
 
 // Walks a graph's nodes in order, holding the values of those a later node still reads.

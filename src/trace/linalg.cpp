@@ -20,8 +20,8 @@ using autograd::Gradients;
 namespace {
 
 void check_operands(const char* op, const ir::NodePtr& a, const ir::NodePtr& b) {
-  trace::check_arithmetic(op, a->dtype);
-  trace::check_arithmetic(op, b->dtype);
+  trace::check_floating(op, a->dtype);
+  trace::check_floating(op, b->dtype);
   trace::common_device(op, {a, b});
   // Under autocast, f32 and bf16 operands meet as bf16 copies.
   if (trace::autocasts(a, b)) return;

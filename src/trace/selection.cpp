@@ -42,27 +42,22 @@ void check_index(const char* op, const ir::NodePtr& index) {
   }
 }
 
-// Kernels compute in floating types only: integer and bool values compare in f64, exactly
-// for magnitudes up to 2^53 (token ids, positions, counts).
-ir::NodePtr comparable(const ir::NodePtr& v) {
-  return dtype_has_arithmetic(v->dtype) ? v : trace::cast(v, DType::f64);
-}
-
 // A comparison of two values, after promotion, as a bool tensor.
 Tensor compare(const ir::NodePtr& a, const ir::NodePtr& b, OpKind kind, const char* op) {
-  const bool exact = !dtype_has_arithmetic(a->dtype) && !dtype_has_arithmetic(b->dtype);
-  ir::NodePtr result = exact ? trace::elementwise(op, kind, {comparable(a), comparable(b)})
-                             : trace::elementwise(op, kind, {a, b});
-  return trace::make_tensor(trace::cast(result, DType::boolean));
+  return trace::make_tensor(trace::cast(trace::elementwise(op, kind, {a, b}), DType::boolean));
 }
 
 Tensor compare(const Tensor& self, const Tensor& other, OpKind kind, const char* op) {
   return compare(trace::value_of(self, op), trace::value_of(other, op), kind, op);
 }
 
-// As PyTorch: an integer tensor against a fractional number compares as numbers (ids < 2.5).
+// As PyTorch: an integer or bool tensor against a number that its dtype cannot hold compares
+// as numbers (ids < 2.5, mask == 2), here in f64, exact for integers up to 2^53.
 Tensor compare(const Tensor& self, double other, OpKind kind, const char* op) {
-  ir::NodePtr v = comparable(trace::value_of(self, op));
+  ir::NodePtr v = trace::value_of(self, op);
+  const bool held =
+      v->dtype == DType::boolean ? (other == 0 || other == 1) : other == std::trunc(other);
+  if (!dtype_is_floating(v->dtype) && !held) v = trace::cast(v, DType::f64);
   return compare(v, trace::scalar(other, v->dtype, *v->device), kind, op);
 }
 
@@ -91,8 +86,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   ir::NodePtr va = trace::value_of(a, "where"), vb = trace::value_of(b, "where");
   const Shape shape = trace::broadcast_shapes(
       "where", trace::broadcast_shapes("where", c->shape, va->shape), vb->shape);
-  const DType dtype = trace::result_dtype({va, vb});
-  trace::check_arithmetic("where", dtype);
+  const DType dtype = trace::kernel_dtype("where", OpKind::Where, trace::result_dtype({va, vb}));
   const Device device = trace::common_device("where", {c, va, vb});
   trace::check_fits("where", shape, dtype, device);
   ir::NodePtr node =

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "autograd/function.h"
@@ -41,20 +42,46 @@ ir::NodePtr binary(const Tensor& a, const Tensor& b, OpKind kind, const char* op
   return elementwise(op, kind, {value_of(a, op), value_of(b, op)});
 }
 
+// The dtype a number meets a tensor of `dtype` in, for op `kind`: as in PyTorch, a number is
+// of a higher category than bool (mask * 2 counts in i64), and an op defined on floating values
+// takes an integer tensor and its number as f32 (ids / 2). An integer op keeps its tensor's
+// integer dtype, so a number with a fraction would be truncated: that is refused rather than
+// computed wrong (the Python API promotes the tensor for a float number, as PyTorch does).
+DType number_dtype(const char* op, OpKind kind, DType dtype,
+                   std::initializer_list<double> numbers) {
+  const DType computed =
+      trace::kernel_dtype(op, kind, dtype == DType::boolean ? DType::i64 : dtype);
+  if (dtype_is_floating(computed)) return computed;
+  for (double s : numbers) {
+    if (s != std::trunc(s)) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", s);
+      throw Error(std::string(op) + ": the number " + text + " is not whole and the tensor is " +
+                  dtype_name(dtype) +
+                  ", so it would be truncated; cast the tensor to a floating dtype first");
+    }
+  }
+  return computed;
+}
+
 ir::NodePtr with_scalar(const Tensor& a, double s, OpKind kind, const char* op) {
   ir::NodePtr v = value_of(a, op);
-  return elementwise(op, kind, {v, scalar(s, v->dtype, *v->device)});
+  const DType dtype = number_dtype(op, kind, v->dtype, {s});
+  return elementwise(op, kind, {trace::cast(v, dtype), scalar(s, dtype, *v->device)});
 }
 
 // t (kind) two numbers, as clamp's min and max or an activation's parameters.
 ir::NodePtr with_scalars(const Tensor& t, double s0, double s1, OpKind kind, const char* op) {
   ir::NodePtr v = value_of(t, op);
-  return elementwise(op, kind,
-                     {v, scalar(s0, v->dtype, *v->device), scalar(s1, v->dtype, *v->device)});
+  const DType dtype = number_dtype(op, kind, v->dtype, {s0, s1});
+  return elementwise(
+      op, kind,
+      {trace::cast(v, dtype), scalar(s0, dtype, *v->device), scalar(s1, dtype, *v->device)});
 }
 
 ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, double weight, const char* op) {
   ir::NodePtr v = value_of(t, op), e = value_of(end, op);
+  trace::check_floating(op, trace::result_dtype({v, e}));
   const Device device = trace::common_device(op, {v, e});
   return elementwise(op, OpKind::Lerp, {v, e, scalar(weight, trace::result_dtype({v, e}), device)});
 }
@@ -67,7 +94,7 @@ ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, const Tensor& weight, 
 ir::NodePtr scaled(const Tensor& a, const Tensor& b, double alpha, OpKind kind, const char* op) {
   ir::NodePtr va = value_of(a, op), vb = value_of(b, op);
   trace::broadcast_shapes(op, va->shape, vb->shape);
-  const DType dtype = trace::result_dtype({va, vb});
+  const DType dtype = number_dtype(op, kind, trace::result_dtype({va, vb}), {alpha});
   const Device device = trace::common_device(op, {va, vb});
   ir::NodePtr scaled_b =
       elementwise(op, OpKind::Mul, {trace::cast(vb, dtype), scalar(alpha, dtype, device)});
@@ -80,7 +107,7 @@ ir::NodePtr addc(const Tensor& self, const Tensor& t1, const Tensor& t2, double 
   ir::NodePtr vs = value_of(self, op), v1 = value_of(t1, op), v2 = value_of(t2, op);
   // Check every shape before building anything, so the message names all three.
   trace::broadcast_shapes(op, trace::broadcast_shapes(op, vs->shape, v1->shape), v2->shape);
-  const DType dtype = trace::result_dtype({vs, v1, v2});
+  const DType dtype = number_dtype(op, kind, trace::result_dtype({vs, v1, v2}), {value});
   const Device device = trace::common_device(op, {vs, v1, v2});
   ir::NodePtr term =
       elementwise(op, OpKind::Mul, {scalar(value, dtype, device), trace::cast(v1, dtype)});
@@ -100,6 +127,18 @@ Tensor unreduce(const Tensor& g, const Shape& shape, uint32_t mask, bool keepdim
 
 Tensor reduce(const Tensor& t, OpKind kind, const char* op, uint32_t mask, bool keepdim) {
   ir::NodePtr v = value_of(t, op);
+  // As PyTorch: integer and bool sums are i64 counts (kernels fold them in f64, exact while
+  // every partial sum is below 2^53 in magnitude), a bool max is an any(), and means and norms
+  // are defined on floating values only.
+  if (!dtype_is_floating(v->dtype)) {
+    if (kind == OpKind::Mean || kind == OpKind::Norm) trace::check_floating(op, v->dtype);
+    if (kind == OpKind::Sum && v->dtype != DType::i64) {
+      return reduce(t.to(DType::i64), kind, op, mask, keepdim);
+    }
+    if (v->dtype == DType::boolean) {
+      return reduce(t.to(DType::i64), kind, op, mask, keepdim).to(DType::boolean);
+    }
+  }
   trace::check_arithmetic(op, v->dtype);
   std::vector<int64_t> dims;
   int64_t reduced = 1;

@@ -33,6 +33,25 @@ void check_arithmetic(const char* op, DType dtype) {
               " tensor can be created, read, copied, filled and cast with to())");
 }
 
+void check_floating(const char* op, DType dtype) {
+  if (dtype_is_floating(dtype)) return;
+  throw Error(std::string(op) + ": expected a floating-point tensor, got " + dtype_name(dtype) +
+              " (as in PyTorch; cast it with to() first)");
+}
+
+DType kernel_dtype(const char* op, ir::OpKind kind, DType dtype) {
+  if (ir::has_kernel(kind, dtype)) return dtype;
+  const uint8_t kinds = ir::element_kinds(kind);
+  const uint8_t have = ir::element_kind(dtype);
+  if (have == ir::kBoolElements && (kinds & ir::kIntegerElements)) return DType::i64;
+  if ((have & (ir::kIntegerElements | ir::kBoolElements)) && (kinds & ir::kFloatingElements)) {
+    return DType::f32;
+  }
+  check_arithmetic(op, dtype);
+  throw Error(std::string(op) + ": not defined on " + dtype_name(dtype) +
+              " tensors (it takes integer and bool tensors)");
+}
+
 void check_shape(const char* op, const Shape& shape) {
   for (int64_t dim : shape) {
     if (dim < 0) throw Error(std::string(op) + ": negative size in shape " + shape.str());
@@ -236,9 +255,12 @@ ir::NodePtr elementwise(const char* op, ir::OpKind kind,
   Shape shape = (*operands.begin())->shape;
   for (const ir::NodePtr& operand : operands) shape = broadcast_shapes(op, shape, operand->shape);
   const Device device = common_device(op, operands);
-  const DType dtype = result_dtype(operands);
   // Identity only moves values (clone, fill_, copy_, expand): every storage dtype has it.
-  if (kind != ir::OpKind::Identity) check_arithmetic(op, dtype);
+  DType dtype = result_dtype(operands);
+  // PyTorch's add and mul of bool values are or and and.
+  if (dtype == DType::boolean && kind == ir::OpKind::Add) kind = ir::OpKind::BitwiseOr;
+  if (dtype == DType::boolean && kind == ir::OpKind::Mul) kind = ir::OpKind::BitwiseAnd;
+  dtype = kernel_dtype(op, kind, dtype);
   check_fits(op, shape, dtype, device);
   switch (operands.size()) {
     case 1:
@@ -279,6 +301,11 @@ Tensor make_tensor(ir::NodePtr node) {
 
 Tensor& assign(Tensor& self, const ir::NodePtr& result, const char* op) {
   autograd::check_in_place(self, op);
+  // As PyTorch: an in-place op may not truncate its floating result into an integer tensor.
+  if (dtype_is_floating(result->dtype) && !dtype_is_floating(self.dtype())) {
+    throw Error(std::string(op) + ": the result is " + dtype_name(result->dtype) +
+                " and cannot be written into a " + dtype_name(self.dtype()) + " tensor in place");
+  }
   if (result->shape != self.shape()) {
     throw Error(std::string(op) + ": output with shape " + self.shape().str() +
                 " doesn't match the broadcast shape " + result->shape.str());

@@ -70,6 +70,15 @@ uint32_t reduce_mask(const char* op, const Shape& shape, const std::vector<int>&
 void check_dtype(const char* op, DType dtype);
 // Throws unless ops that compute (not only move or convert values) exist for `dtype`.
 void check_arithmetic(const char* op, DType dtype);
+// Throws unless `dtype` is a floating dtype (matrix products, means, norms: PyTorch's ops
+// defined on floating values only).
+void check_floating(const char* op, DType dtype);
+// The dtype that elementwise op `kind` computes operands of (promoted) dtype `dtype` in: the
+// dtype itself where the op has a kernel for it; i64 for bool operands of an integer op (as
+// PyTorch's true + 1); f32, PyTorch's default dtype, for integer or bool operands of an op
+// defined on floating values (exp, true division). Throws where there is none (bitwise ops on
+// floating values, arithmetic on u8).
+DType kernel_dtype(const char* op, ir::OpKind kind, DType dtype);
 // Throws if a value of this shape and dtype could never fit in the device's memory.
 void check_fits(const char* op, const Shape& shape, DType dtype, const Device& device);
 // Ids the host uploaded (perhaps reshaped or permuted) are checked here, as the op is traced:

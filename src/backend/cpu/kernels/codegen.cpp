@@ -158,9 +158,9 @@ void emit_function(const KernelProgram& program, const std::string& symbol, std:
           counts_positions = true;
           break;
         }
-        // Dtypes without arithmetic only copy: anything else would not compile, or would
-        // compute what no op of theirs is defined to.
-        if (!info.arithmetic && instr.op != ir::OpKind::Identity) {
+        // An op computes only on the kinds of element it is defined for: anything else would
+        // not compile, or would compute what no op is defined to.
+        if (!ir::has_kernel(instr.op, instr.dtype)) {
           throw Error(std::string("codegen: op ") + ir::op_info(instr.op).name +
                       " has no kernel for dtype " + info.name);
         }

@@ -59,25 +59,27 @@ using OpFn = void (*)(const Instr& instr, const void* const* regs, void* dst, in
 using ConvertFn = void (*)(const void* src, void* dst, int64_t n);
 using FillFn = void (*)(void* dst, double value, int64_t n);
 
-// The kernel of `op` for dtype T, or null: dtypes without arithmetic only copy.
+// The kernel of `op` for dtype T, or null where the op has none for T's kind of element
+// (ir::element_kinds): only the functions that exist are instantiated.
 template <class T>
 OpFn op_function(ir::OpKind op) {
-  if constexpr (!dtype_info_of<T>().arithmetic) {
-    return op == ir::OpKind::Identity ? apply_op<lt_kernel::IdentityFn, T> : nullptr;
-  } else {
-    switch (op) {
-#define LT_UNARY(Name, name, expr, ref) \
-  case ir::OpKind::Name:                \
-    return apply_op<lt_kernel::Name##Fn, T>;
+  constexpr uint8_t kind = ir::element_kind(dtype_info_of<T>().dtype);
+  switch (op) {
+#define LT_UNARY(Name, name, expr, ref)                                \
+  case ir::OpKind::Name:                                               \
+    if constexpr ((ir::element_kinds(ir::OpKind::Name) & kind) != 0) { \
+      return apply_op<lt_kernel::Name##Fn, T>;                         \
+    } else {                                                           \
+      return nullptr;                                                  \
+    }
 #define LT_BINARY LT_UNARY
 #define LT_TERNARY LT_UNARY
 #include "ir/op_table.def"
 #undef LT_UNARY
 #undef LT_BINARY
 #undef LT_TERNARY
-      default:
-        return nullptr;
-    }
+    default:
+      return nullptr;
   }
 }
 

@@ -16,6 +16,11 @@ inline float lt_abs(float x) {
 inline double lt_abs(double x) {
   return __builtin_fabs(x);
 }
+// Integers: |MIN| wraps to MIN, as in PyTorch.
+template <class T>
+inline T lt_abs(T x) {
+  return x < 0 ? lt_wrapping_neg(x) : x;
+}
 inline float lt_sqrt(float x) {
   return __builtin_sqrtf(x);
 }
@@ -185,6 +190,10 @@ inline float lt_pow(float x, float y) {
 }
 inline double lt_pow(double x, double y) {
   return __builtin_pow(x, y);
+}
+template <class T>
+inline T lt_pow(T x, T y) {
+  return lt_integer_pow(x, y);
 }
 // NaN-propagating, as torch.maximum / torch.minimum; a + b is NaN when either is.
 template <class T>

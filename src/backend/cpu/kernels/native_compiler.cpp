@@ -31,10 +31,11 @@ namespace {
 // reach the bits of an uninterrupted one). -fno-trapping-math: no kernel reads the
 // floating-point exception flags, and without it the vectorizer will not compute both arms of
 // a select when one holds arithmetic (the 8-bit maps' selects kept their loops scalar); it
-// changes no value.
+// changes no value. -fwrapv: integer ops wrap on overflow, as PyTorch's do (and the
+// interpreter's, built with the same flag).
 constexpr const char* kFlags =
-    "-std=c++17 -O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off -fPIC "
-    "-shared -w";
+    "-std=c++17 -O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off -fwrapv "
+    "-fPIC -shared -w";
 
 struct SharedObject {
   void* handle = nullptr;
