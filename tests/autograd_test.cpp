@@ -260,6 +260,19 @@ TEST_F(GradCheck, GathersAndConcatenation) {
         {Input{Shape{5, 3}}, Input{Shape{2, 4}, 0, 5, false, DType::i64}});
 }
 
+// Sorting moves each value's gradient with it (distinct values: a tie would swap them inside a
+// central difference); running sums take the gradient's sums from the end.
+TEST_F(GradCheck, SortingAndRunningSums) {
+  const Input distinct{.shape = Shape{3, 5}, .distinct = true};
+  check("sort", [](auto& t) { return lt::sort(t[0], 1).values; }, {distinct});
+  check("sort_descending_dim0", [](auto& t) { return lt::sort(t[0], 0, true).values; }, {distinct});
+  check("topk", [](auto& t) { return lt::topk(t[0], 2, 1).values; }, {distinct});
+  check("take_along_dim", [](auto& t) { return lt::take_along_dim(t[0], t[1].to(DType::i64), 1); },
+        {Input{Shape{3, 5}}, Input{Shape{3, 7}, 0, 5, false, DType::i64}});
+  check("cumsum", [](auto& t) { return lt::cumsum(t[0], 1); }, {Input{Shape{3, 5}}});
+  check("cumsum_dim0", [](auto& t) { return lt::cumsum(t[0] * t[0], 0); }, {Input{Shape{4, 2}}});
+}
+
 TEST_F(GradCheck, MatrixProducts) {
   check("matmul_2d", [](auto& t) { return lt::matmul(t[0], t[1]); },
         {Input{Shape{3, 4}}, Input{Shape{4, 2}}});

@@ -979,6 +979,66 @@ TEST_F(OpsTest, IndexAddAddsEachSliceAtItsPosition) {
       {"index_add", "[5, 2]", "[5, 3]"});
 }
 
+// Sorting and running sums on the device against the reference evaluator and a host sort: rows
+// along every dim, ties (stable: equal values keep their order), NaN (above every number), in
+// f32, f64 and i64, and the errors.
+TEST_F(OpsTest, SortArgsortTopkAndCumsumMatchTheReference) {
+  // NaN compared as a number of its own, so that expect_close matches NaN with NaN.
+  const auto nan_as_number = [](std::vector<double> v) {
+    for (double& e : v) e = std::isnan(e) ? 1e300 : e;
+    return v;
+  };
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> draw(-4, 4);  // few distinct values: many ties
+  std::vector<double> x(6 * 37);
+  for (double& v : x) v = draw(rng) * 0.5;
+  x[5] = x[40] = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(lt::dtype_name(dtype));
+    const Tensor t = lt::from_vector(x, {6, 37}).to(dtype);
+    for (int dim : {0, 1, -1}) {
+      for (bool descending : {false, true}) {
+        const Tensor order = lt::argsort(t, dim, descending);
+        const lt::ValuesIndices sorted = lt::sort(t, dim, descending);
+        const std::vector<double> want = lt::reference::evaluate(order);
+        EXPECT_EQ(order.to_vector<double>(), want);
+        expect_close(nan_as_number(sorted.values.to_vector<double>()),
+                     nan_as_number(lt::reference::evaluate(lt::take_along_dim(t, order, dim))),
+                     kF32);
+      }
+      expect_close(nan_as_number(lt::cumsum(t, dim).to_vector<double>()),
+                   nan_as_number(lt::reference::evaluate(lt::cumsum(t, dim))), kF32);
+    }
+  }
+  // Against a host stable sort of one row, NaN last.
+  std::vector<int64_t> host(37);
+  std::iota(host.begin(), host.end(), 0);
+  std::stable_sort(host.begin(), host.end(), [&](int64_t a, int64_t b) {
+    const double va = x[37 + a], vb = x[37 + b];
+    return std::isnan(vb) ? !std::isnan(va) : va < vb;
+  });
+  const Tensor row = lt::from_vector(x, {6, 37}).select(0, 1);
+  EXPECT_EQ(lt::argsort(row).to_vector<int64_t>(), host);
+  const lt::ValuesIndices top = lt::topk(row, 3);
+  std::vector<int64_t> want_top = host;
+  std::stable_sort(want_top.begin(), want_top.end(), [&](int64_t a, int64_t b) {
+    const double va = x[37 + a], vb = x[37 + b];
+    return std::isnan(va) ? !std::isnan(vb) : va > vb;
+  });
+  want_top.resize(3);
+  EXPECT_EQ(top.indices.to_vector<int64_t>(), want_top);
+  // Integers sort and sum exactly in i64.
+  const Tensor ids = lt::from_vector(std::vector<int64_t>{5, -3, 5, 0, int64_t{1} << 60}, {5});
+  EXPECT_EQ(lt::sort(ids).values.to_vector<int64_t>(),
+            (std::vector<int64_t>{-3, 0, 5, 5, int64_t{1} << 60}));
+  EXPECT_EQ(lt::cumsum(ids, 0).to_vector<int64_t>(),
+            (std::vector<int64_t>{5, 2, 7, 7, 7 + (int64_t{1} << 60)}));
+  EXPECT_EQ(lt::cumsum(lt::from_vector({true, false, true}, {3}), 0).dtype(), DType::i64);
+  lt_test::expect_mentions(lt_test::error_message([&] { lt::topk(row, 38); }),
+                           {"topk", "38", "37"});
+  lt_test::expect_mentions(lt_test::error_message([&] { lt::sort(row, 2); }), {"sort", "dim"});
+}
+
 // Attention's batched products over heads interleaved in each row ([seq, heads * 6] viewed as
 // [heads, seq, 6]): a batch stride (6) below a matrix's extent, read in place.
 TEST_F(OpsTest, BatchedProductsOverInterleavedHeads) {

@@ -30,6 +30,24 @@ Tensor as_strided_scatter(const Tensor& t, const Tensor& src, const std::vector<
                           const std::vector<int64_t>& strides, int64_t offset = 0);
 // Elements of `a` where `condition` holds, else of `b` (all three broadcast together).
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+
+// Sorting along `dim`, on the device: the i64 positions that sort x (stably: equal elements keep
+// their order; NaN above every number), as torch.argsort(stable=True).
+Tensor argsort(const Tensor& x, int dim = -1, bool descending = false);
+struct ValuesIndices {
+  Tensor values, indices;
+};
+// The sorted values and their positions, as torch.sort(stable=True); the values carry gradients.
+ValuesIndices sort(const Tensor& x, int dim = -1, bool descending = false);
+// The k largest (or smallest) elements along `dim`, largest (smallest) first, and their
+// positions, as torch.topk; ties keep their order.
+ValuesIndices topk(const Tensor& x, int64_t k, int dim = -1, bool largest = true);
+// The values of `x` at the positions `indices` along `dim` (the other dims of indices as x's),
+// as torch.take_along_dim / gather; differentiable in x.
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, int dim);
+// Running sums along `dim`, as torch.cumsum: floating values accumulated in f64 and rounded to
+// their dtype, integer and bool values summed in i64.
+Tensor cumsum(const Tensor& x, int dim);
 // Rows of `weight` [num_embeddings, dim] at the integer ids: ids.shape + [dim]. The gradient of
 // weight is a scatter-add of the output's gradient (repeated ids add up); the row at
 // padding_idx (negative counts from the end) gets none, as in torch.nn.functional.embedding.

@@ -669,7 +669,8 @@ from ._math import div, isfinite, isinf, isnan, log1p, square, std  # noqa: E402
 from ._math import logical_and, logical_not, logical_or, logical_xor  # noqa: E402
 from ._math import attach as _attach_math  # noqa: E402
 from ._pieces import chunk, flip, repeat, roll, split, tril, triu, unbind  # noqa: E402
-from ._selection import cumsum, multinomial, topk  # noqa: E402
+from ._selection import argsort, cumsum, gather, multinomial, randperm, sort  # noqa: E402
+from ._selection import take_along_dim, topk  # noqa: E402
 from ._selection import attach as _attach_selection  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from ._pieces import attach as _attach_pieces  # noqa: E402

@@ -1,9 +1,6 @@
-"""topk, min, multinomial and cumsum made of the engine's ops, all on the device (sampling needs
-no host round trip per token). topk takes k passes of a max over its input, and cumsum a
-product with a triangle of ones: fine for a sampling step's k and a vocabulary's rows, not for
-large sorts or long scans, which the engine has no routine for yet."""
-import builtins as _builtins
-
+"""Sorting, selection and sampling on the device (sampling needs no host round trip per token):
+sort, argsort, topk, take_along_dim/gather, cumsum, min, multinomial and randperm, with
+PyTorch's signatures and named results."""
 from . import _C
 from ._C import Tensor
 
@@ -20,6 +17,12 @@ class ValuesIndices(tuple):
     indices = property(lambda self: self[1])
 
 
+class SortResult(ValuesIndices):
+    """(values, indices), also by name, as torch.return_types.sort."""
+
+    __slots__ = ()
+
+
 class TopKResult(ValuesIndices):
     """(values, indices), also by name, as torch.return_types.topk."""
 
@@ -32,37 +35,46 @@ class MinResult(ValuesIndices):
     __slots__ = ()
 
 
-def _positions(shape, dim):
-    """Each element's position along ``dim``, shaped to broadcast against ``shape``."""
-    from . import arange
-    view = [1] * len(shape)
-    view[dim] = shape[dim]
-    return arange(shape[dim]).reshape(*view)
+def argsort(input, dim=-1, descending=False, stable=False):
+    """As torch.argsort: the positions that sort ``input`` along ``dim``. Always stable (equal
+    elements keep their order), so ``stable`` changes nothing; NaN sorts above every number."""
+    return _C._argsort(input, dim, descending)
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """As torch.sort: (values, indices), stable; the values carry gradients."""
+    indices = _C._argsort(input, dim, descending)
+    return SortResult(_C._take_along_dim(input, indices, dim), indices)
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):
-    """As torch.topk: the k largest (or smallest) elements along ``dim`` and their positions,
-    largest first; ties go to the first position. Differentiable in the values."""
-    dim = dim % input.ndim
-    size = input.shape[dim]
+    """As torch.topk: the k largest (or smallest) elements along ``dim``, largest (smallest)
+    first, and their positions; ties keep their order. Differentiable in the values."""
+    dim = dim % max(input.ndim, 1)
+    size = input.shape[dim] if input.ndim else 1
     if not 0 <= k <= size:
         raise _C.Error(f"topk: k = {k} is out of range for dim {dim} of size {size}")
-    x = input if largest else -input
-    positions = _positions(list(input.shape), dim)
-    values, indices = [], []
-    for _ in range(k):
-        value, index = x.max(dim, True)
-        values.append(value)
-        indices.append(index)
-        x = x.masked_fill(positions.eq(index), float("-inf"))
-    from . import cat
-    if not values:
-        shape = list(input.shape)
-        shape[dim] = 0
-        from . import int64, zeros
-        return TopKResult(zeros(*shape, dtype=input.dtype), zeros(*shape, dtype=int64))
-    out = cat(values, dim)
-    return TopKResult(out if largest else -out, cat(indices, dim))
+    indices = _C._argsort(input, dim, largest)
+    if input.ndim:
+        indices = indices.narrow(dim, 0, k)
+    return TopKResult(_C._take_along_dim(input, indices, dim), indices)
+
+
+def take_along_dim(input, indices, dim):
+    """As torch.take_along_dim: the elements at ``indices`` along ``dim``."""
+    return _C._take_along_dim(input, indices, dim)
+
+
+def gather(input, dim, index):
+    """As torch.gather, for an index whose other dims are the input's."""
+    return _C._take_along_dim(input, index, dim)
+
+
+def cumsum(input, dim, dtype=None):
+    """As torch.cumsum: running sums along ``dim`` (floating values accumulated in f64, integer
+    and bool ones in i64)."""
+    x = input if dtype is None else input.to(dtype)
+    return _C._cumsum(x, dim)
 
 
 def minimum_of(self, dim=None, keepdim=False):
@@ -97,20 +109,24 @@ def multinomial(input, num_samples, replacement=False, generator=None):
     return topk(logits + gumbel(), num_samples, -1).indices
 
 
-def cumsum(input, dim, dtype=None):
-    """As torch.cumsum: running sums along ``dim`` (floating dtypes), by a product with a
-    triangle of ones (n^2 work for n elements along dim)."""
-    from . import ones, triu
-    x = input if dtype is None else input.to(dtype)
-    dim = dim % x.ndim
-    n = x.shape[dim]
-    moved = x.transpose(dim, -1) if dim != x.ndim - 1 else x
-    summed = moved.matmul(triu(ones(n, n, dtype=x.dtype)))
-    return summed.transpose(dim, -1) if dim != x.ndim - 1 else summed
+def randperm(n, dtype=None, device=None, requires_grad=False, generator=None):
+    """As torch.randperm: a random permutation of 0..n-1 (int64), the order of n uniform draws
+    from the engine's generator."""
+    from . import _check_device, int64, rand
+    if generator is not None:
+        raise _C.Error("randperm: generator= is not supported (lazytensor.manual_seed seeds "
+                       "the engine's generator)")
+    _check_device(device, "randperm")
+    order = _C._argsort(rand(n, dtype=_C.dtype.float64), 0, False)
+    return order if dtype in (None, int64) else order.to(dtype)
 
 
 def attach():
     Tensor.min = minimum_of
     Tensor.topk = topk
+    Tensor.sort = sort
+    Tensor.argsort = argsort
     Tensor.cumsum = cumsum
+    Tensor.take_along_dim = take_along_dim
+    Tensor.gather = gather
     Tensor.multinomial = multinomial

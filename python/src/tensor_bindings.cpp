@@ -810,6 +810,10 @@ void bind_functional(nb::module_& m) {
   m.def("as_strided_scatter", &lt::as_strided_scatter, "input"_a, "src"_a, "size"_a, "stride"_a,
         "storage_offset"_a = 0);
   m.def("where", &lt::where, "condition"_a, "input"_a, "other"_a);
+  // Sorting and scans; lazytensor/_selection.py gives them PyTorch's signatures and results.
+  m.def("_argsort", &lt::argsort, "input"_a, "dim"_a, "descending"_a);
+  m.def("_cumsum", &lt::cumsum, "input"_a, "dim"_a);
+  m.def("_take_along_dim", &lt::take_along_dim, "input"_a, "indices"_a, "dim"_a);
   m.def(
       "embedding",
       [](const Tensor& ids, const Tensor& weight, std::optional<int64_t> padding_idx) {

@@ -72,6 +72,8 @@ const OpInfo kOpInfos[] = {
     {"IndexAdd", OpCategory::Opaque, 2, no_reference},
     {"Cat", OpCategory::Opaque, -1, no_reference},
     {"CheckIndex", OpCategory::Opaque, 1, no_reference},
+    {"ArgSort", OpCategory::Opaque, 1, no_reference},
+    {"CumSum", OpCategory::Opaque, 1, no_reference},
     {"AllReduce", OpCategory::Opaque, 1, no_reference},
     {"AllGather", OpCategory::Opaque, 1, no_reference},
     {"ReduceScatter", OpCategory::Opaque, 1, no_reference},

@@ -45,6 +45,12 @@ enum class OpKind : uint16_t {
   // (ids: integer), attrs {size, ignore}: the ids, each checked to be in [0, size) or equal
   // to `ignore` (cross_entropy's targets, which kernels compare rather than index with).
   CheckIndex,
+  // Row by row along the last dim, a row's elements in order (other dims are moved there first):
+  // ArgSort: (x), attrs {descending}: the i64 positions that sort each row, stably, NaN above
+  // every number (as torch.sort); CumSum: (x): running sums, accumulated in f64 for floating
+  // values and in i64 (wrapping) for integers.
+  ArgSort,
+  CumSum,
   // Collectives across the ranks of lt::distributed (MPI), on the one operand.
   AllReduce,      // attrs {ReduceOp}: same shape
   AllGather,      // attrs {0}: the ranks' operands concatenated along dim 0

@@ -331,6 +331,9 @@ class Evaluator {
         return cat(i);
       case OpKind::CheckIndex:
         return check_index(i);
+      case OpKind::ArgSort:
+      case OpKind::CumSum:
+        return along_rows(i);
       default:
         throw Error(std::string("reference::evaluate: no reference for op ") +
                     op_info(graph_.node(i).op).name);
@@ -381,6 +384,37 @@ class Evaluator {
       }
     }
     return ids;
+  }
+
+  // ArgSort and CumSum, row by row along the last dim: an insertion sort, stable by position
+  // (NaN above every number), and plain running sums.
+  Values along_rows(uint32_t i) {
+    const Node& node = graph_.node(i);
+    const Values& x = values_[graph_.operand(i, 0)];
+    const int64_t n = node.shape.rank() == 0 ? 1 : node.shape[node.shape.rank() - 1];
+    Values out(x.size());
+    for (int64_t start = 0; start + n <= static_cast<int64_t>(x.size()) && n > 0; start += n) {
+      if (node.op == OpKind::CumSum) {
+        double acc = 0;
+        for (int64_t j = 0; j < n; ++j)
+          out[start + j] = round_result(node.dtype, acc += x[start + j]);
+        continue;
+      }
+      const bool descending = node.attrs[0] != 0;
+      // a comes strictly before b.
+      const auto before = [&](double a, double b) {
+        if (std::isnan(a) || std::isnan(b)) return descending ? !std::isnan(b) : !std::isnan(a);
+        return descending ? a > b : a < b;
+      };
+      std::vector<int64_t> order;
+      for (int64_t j = 0; j < n; ++j) {
+        auto at = order.end();
+        while (at != order.begin() && before(x[start + j], x[start + *(at - 1)])) --at;
+        order.insert(at, j);
+      }
+      for (int64_t j = 0; j < n; ++j) out[start + j] = static_cast<double>(order[j]);
+    }
+    return out;
   }
 
   // IndexSelect: out[.., j, ..] = table[.., ids[j], ..]; IndexAdd: out[.., ids[j], ..] +=

@@ -103,6 +103,107 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
       });
 }
 
+namespace {
+
+// x with `dim` moved last (a view), and the dim normalized.
+std::pair<Tensor, int> dim_last(const Tensor& x, int dim, const char* op) {
+  const int d = normalize_dim(op, dim, x.dim());
+  return {x.dim() == 0 || d == x.dim() - 1 ? x : x.transpose(d, -1), d};
+}
+Tensor dim_back(const Tensor& t, int d, int rank) {
+  return rank == 0 || d == rank - 1 ? t : t.transpose(d, -1);
+}
+
+// One node of a row-by-row op (ArgSort, CumSum) along the last dim of `x`.
+Tensor along_rows(const Tensor& x, OpKind kind, DType dtype, std::vector<int64_t> attrs,
+                  const char* op) {
+  ir::NodePtr v = trace::value_of(x, op);
+  trace::check_fits(op, v->shape, dtype, *v->device);
+  return trace::make_tensor(ir::make_node(kind, dtype, v->shape, {v}, std::move(attrs)));
+}
+
+void check_sortable(const char* op, const Tensor& x) {
+  const DType dtype = trace::value_of(x, op)->dtype;
+  if (!dtype_has_arithmetic(dtype) && dtype != DType::boolean) trace::check_arithmetic(op, dtype);
+}
+
+}  // namespace
+
+Tensor argsort(const Tensor& x, int dim, bool descending) {
+  const runtime::TraceScope scope("argsort");
+  check_sortable("argsort", x);
+  const auto [last, d] = dim_last(x, dim, "argsort");
+  const Tensor order =
+      along_rows(last, OpKind::ArgSort, DType::i64, {descending ? 1 : 0}, "argsort");
+  return dim_back(order, d, x.dim());
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, int dim) {
+  const runtime::TraceScope scope("take_along_dim");
+  check_index("take_along_dim", trace::value_of(indices, "take_along_dim"));
+  if (indices.dim() != x.dim()) {
+    throw Error("take_along_dim: the indices have rank " + std::to_string(indices.dim()) +
+                " and the tensor " + std::to_string(x.dim()));
+  }
+  const auto [last, d] = dim_last(x, dim, "take_along_dim");
+  const Tensor positions = dim_back(indices, d, x.dim()).to(DType::i64);
+  for (int e = 0; e + 1 < last.dim(); ++e) {
+    if (positions.shape()[e] != last.shape()[e]) {
+      throw Error("take_along_dim: the indices' shape " + indices.shape().str() +
+                  " differs from the tensor's " + x.shape().str() + " outside dim " +
+                  std::to_string(d));
+    }
+  }
+  const int64_t n = last.dim() == 0 ? 1 : last.shape()[last.dim() - 1];
+  const int64_t k = positions.dim() == 0 ? 1 : positions.shape()[positions.dim() - 1];
+  const int64_t rows = n == 0 ? 0 : last.numel() / n;
+  // Each row's positions offset by the row's start in the flattened tensor: one index_select.
+  std::vector<int64_t> row_shape = last.shape().to_vector();
+  if (!row_shape.empty()) row_shape.back() = 1;
+  const Tensor starts = (arange(0.0, static_cast<double>(rows)) * static_cast<double>(n))
+                            .reshape(row_shape.empty() ? std::vector<int64_t>{} : row_shape);
+  std::vector<int64_t> out_shape = last.shape().to_vector();
+  if (!out_shape.empty()) out_shape.back() = k;
+  const Tensor flat = last.reshape({last.numel()});
+  const Tensor picked =
+      flat.index_select(0, (positions + starts).reshape({rows * k})).reshape(out_shape);
+  return dim_back(picked, d, x.dim());
+}
+
+ValuesIndices sort(const Tensor& x, int dim, bool descending) {
+  const runtime::TraceScope scope("sort");
+  const Tensor indices = argsort(x, dim, descending);
+  return {take_along_dim(x, indices, dim), indices};
+}
+
+ValuesIndices topk(const Tensor& x, int64_t k, int dim, bool largest) {
+  const runtime::TraceScope scope("topk");
+  const int d = normalize_dim("topk", dim, x.dim());
+  const int64_t size = x.dim() == 0 ? 1 : x.shape()[d];
+  if (k < 0 || k > size) {
+    throw Error("topk: k = " + std::to_string(k) + " is out of range for dim " + std::to_string(d) +
+                " of size " + std::to_string(size));
+  }
+  Tensor indices = argsort(x, d, largest);
+  if (x.dim() > 0) indices = indices.narrow(d, 0, k);
+  return {take_along_dim(x, indices, d), indices};
+}
+
+Tensor cumsum(const Tensor& x, int dim) {
+  const runtime::TraceScope scope("cumsum");
+  check_sortable("cumsum", x);
+  const auto [last, d] = dim_last(x, dim, "cumsum");
+  const Tensor input = dtype_is_floating(last.dtype()) ? last : last.to(DType::i64);
+  const Tensor sums =
+      dim_back(along_rows(input, OpKind::CumSum, input.dtype(), {}, "cumsum"), d, x.dim());
+  if (!autograd::needs_grad({&x})) return sums;
+  // The gradient of running sums is the running sums of the gradient taken from the end:
+  // the total less what comes before each position.
+  return autograd::record("cumsum", sums, {&x}, [d](const Tensor& g) {
+    return Gradients{g.sum({d}, true) - cumsum(g, d) + g};
+  });
+}
+
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   const runtime::TraceScope scope("masked_fill");
   ir::NodePtr v = trace::value_of(*this, "masked_fill");

@@ -872,6 +872,10 @@ const char* launch_kind(const Launch& launch) {
         return "index_add";
       case ir::OpKind::CheckIndex:
         return "check_index";
+      case ir::OpKind::ArgSort:
+        return "argsort";
+      case ir::OpKind::CumSum:
+        return "cumsum";
       case ir::OpKind::AllReduce:
       case ir::OpKind::AllGather:
       case ir::OpKind::ReduceScatter:

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/gemm.h"
 #include "distributed/process_group.h"
@@ -309,6 +310,81 @@ void run_check_index(const OpaqueOp& op, const std::vector<void*>& slots) {
   }
 }
 
+// Rows of the last dim: `rows` of `n` elements each.
+struct Rows {
+  int64_t rows = 0, n = 0;
+};
+Rows rows_of(const Shape& shape) {
+  const int64_t n = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
+  return {n == 0 ? 0 : shape.numel() / n, n};
+}
+
+void run_argsort(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
+  const Rows r = rows_of(op.output_shape);
+  const ContiguousOperand input(op.operands[0], slots);
+  const bool descending = op.attrs[0] != 0;
+  int64_t* out = static_cast<int64_t*>(slots[op.output_slot]);
+  visit_dtype(op.operands[0].dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = reinterpret_cast<const T*>(input.data());
+    parallel_for(pool, r.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(r.n, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   std::vector<double> keys(r.n);
+                   for (int64_t row = begin; row < end; ++row) {
+                     const T* in = x + row * r.n;
+                     int64_t* positions = out + row * r.n;
+                     for (int64_t j = 0; j < r.n; ++j) {
+                       keys[j] = static_cast<double>(load_element(in[j]));
+                       positions[j] = j;
+                     }
+                     // NaN is above every number, so it comes last ascending, first descending.
+                     const auto before = [&](int64_t a, int64_t b) {
+                       const double ka = keys[a], kb = keys[b];
+                       if (descending) return ka != ka ? kb == kb : ka > kb;
+                       return kb != kb ? ka == ka : ka < kb;
+                     };
+                     std::stable_sort(positions, positions + r.n, before);
+                   }
+                 });
+  });
+}
+
+template <class T, class Acc>
+void cumulative_sums(const T* in, T* out, int64_t n) {
+  Acc acc = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if constexpr (std::is_integral_v<Acc>) {
+      acc = static_cast<Acc>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(in[j]));
+    } else {
+      acc += load_element(in[j]);
+    }
+    out[j] = convert_element<T>(acc);
+  }
+}
+
+void run_cumsum(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
+  const Rows r = rows_of(op.output_shape);
+  const ContiguousOperand input(op.operands[0], slots);
+  visit_dtype(op.output_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = reinterpret_cast<const T*>(input.data());
+    T* out = static_cast<T*>(slots[op.output_slot]);
+    parallel_for(pool, r.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(r.n, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t row = begin; row < end; ++row) {
+                     if constexpr (dtype_info_of<T>().floating) {
+                       cumulative_sums<T, double>(x + row * r.n, out + row * r.n, r.n);
+                     } else if constexpr (dtype_info_of<T>().dtype == DType::i64) {
+                       cumulative_sums<T, int64_t>(x + row * r.n, out + row * r.n, r.n);
+                     } else {
+                       throw Error(std::string("cumsum: no kernel for dtype ") +
+                                   dtype_name(op.output_dtype));
+                     }
+                   }
+                 });
+  });
+}
+
 void run_index_add(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
   const IndexGeometry g = geometry(op.output_shape, static_cast<int>(op.attrs[0]));
   const std::vector<int64_t> ids = read_ids(op.operands[1], slots, "index_add", g.dim, g.rows);
@@ -385,6 +461,10 @@ void run_opaque_op(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPo
       return run_cat(op, slots);
     case ir::OpKind::CheckIndex:
       return run_check_index(op, slots);
+    case ir::OpKind::ArgSort:
+      return run_argsort(op, slots, pool);
+    case ir::OpKind::CumSum:
+      return run_cumsum(op, slots, pool);
     case ir::OpKind::AllReduce:
     case ir::OpKind::AllGather:
     case ir::OpKind::ReduceScatter:
