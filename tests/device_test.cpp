@@ -107,3 +107,26 @@ TEST_F(DeviceTest, ARegisteredBackendServesItsDeviceType) {
 }
 
 }  // namespace
+
+// lt::set_num_threads applies from the next step on, and a step's results do not depend on it
+// (work is split into the same units whatever the number of threads).
+TEST_F(DeviceTest, SetNumThreadsChangesNoResult) {
+  const int before = lt::get_num_threads();
+  const Tensor x = lt::randn({300, 257}, 11);
+  const Tensor w = lt::randn({257, 64}, 12);
+  std::vector<std::vector<float>> results, products;
+  for (int threads : {1, 2, before}) {
+    lt::set_num_threads(threads);
+    EXPECT_EQ(lt::get_num_threads(), threads);
+    results.push_back((x.exp() + x.sum({1}, true)).softmax(1).to_vector<float>());
+    products.push_back(lt::matmul(x, w).to_vector<float>());
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  // The matrix library may split its sums by thread: equal to rounding.
+  for (size_t i = 0; i < products[0].size(); ++i) {
+    ASSERT_NEAR(products[0][i], products[1][i], 1e-4f) << i;
+  }
+  expect_mentions(error_message([] { lt::set_num_threads(0); }), {"set_num_threads", "0"});
+  EXPECT_EQ(lt::get_num_threads(), before);
+}

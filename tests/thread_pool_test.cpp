@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <numeric>
@@ -40,6 +41,31 @@ TEST(ThreadPoolTest, EachWorkerIndexRunsAtMostOnceAndTheWorkIsDone) {
         EXPECT_EQ(workers.count(w), 1u) << "worker " << w << " ran twice";
       }
     }
+  }
+}
+
+// lt::set_num_threads: a run uses the workers asked for, within the pool's capacity, and can
+// go back up to all of them.
+TEST(ThreadPoolTest, SetWorkersLimitsTheWorkersOfLaterRuns) {
+  ThreadPool pool(4);
+  for (int asked : {1, 3, 0, 9, 4}) {
+    pool.set_workers(asked);
+    const int want = std::clamp(asked, 1, 4);
+    EXPECT_EQ(pool.size(), want);
+    std::mutex mu;
+    std::set<int> workers;
+    std::atomic<int> done{0};
+    pool.run([&](int worker) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        workers.insert(worker);
+      }
+      for (int i; (i = done.fetch_add(1)) < 1000;) {
+      }
+    });
+    EXPECT_GE(done.load(), 1000);
+    EXPECT_LE(static_cast<int>(workers.size()), want) << "asked " << asked;
+    for (int w : workers) EXPECT_LT(w, want);
   }
 }
 

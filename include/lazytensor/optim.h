@@ -135,6 +135,8 @@ class SGD {
   const std::vector<ParamGroup<SGDOptions>>& groups() const { return groups_; }
   std::vector<ParamGroup<SGDOptions>>& groups() { return groups_; }
   const State& state(size_t group, size_t param) const { return state_->at(group).at(param); }
+  // For restoring a checkpoint: the tensors assigned must keep the parameter's shape.
+  State& mutable_state(size_t group, size_t param) { return state_->at(group).at(param); }
 
  private:
   std::vector<ParamGroup<SGDOptions>> groups_;

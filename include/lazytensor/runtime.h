@@ -84,6 +84,12 @@ void set_compile_cache_size(size_t graphs);
 size_t compile_cache_size();
 void set_data_cache_size(size_t entries);
 size_t data_cache_size();
+// The threads a CPU device's kernels and matrix products run on, from the next step on, as
+// torch.set_num_threads: at least 1, at most the device's threads (one per core, or
+// LT_NUM_THREADS when that is more). get_num_threads() is the count asked for, one per core
+// unless set.
+void set_num_threads(int threads);
+int get_num_threads();
 // "native": kernels are generated as C++, compiled by the system compiler and loaded (fast
 // kernels; the first compile of a kernel takes a fraction of a second, then it is cached on
 // disk). "interpreter": the same kernel programs run by a tile interpreter (no compiler needed).

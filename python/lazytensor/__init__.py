@@ -74,6 +74,8 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     set_auto_cut_nodes,
     set_compile_cache_size,
     set_data_cache_size,
+    set_num_threads,
+    get_num_threads,
     set_debug,
     set_device_memory_limit,
     set_front_end,
@@ -672,12 +674,16 @@ from ._pieces import chunk, flip, repeat, roll, split, tril, triu, unbind  # noq
 from ._selection import argsort, cumsum, gather, multinomial, randperm, sort  # noqa: E402
 from ._selection import take_along_dim, topk  # noqa: E402
 from ._selection import attach as _attach_selection  # noqa: E402
+from ._einsum import einsum  # noqa: E402
+from ._tensor_methods import outer  # noqa: E402
+from ._tensor_methods import attach as _attach_tensor_methods  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from ._pieces import attach as _attach_pieces  # noqa: E402
 
 _attach_pieces()
 _attach_math()
 _attach_selection()
+_attach_tensor_methods()
 
 from . import nn, optim  # noqa: E402  (they use the names above)
 from . import amp  # noqa: E402

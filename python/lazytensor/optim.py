@@ -45,9 +45,6 @@ class _Optimizer:
             self._engine.set_group_options(i, self._options(g))
         self._engine.step()
 
-    def _load_state(self, group, index, step, tensors):
-        raise _C.Error(f"{type(self).__name__}.load_state_dict: not supported yet")
-
     def state_of(self, group, index):
         return self._engine.state(group, index)
 
@@ -149,6 +146,9 @@ class SGD(_Optimizer):
                         weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(_groups(params, defaults))
         self._engine = _C.SGD([(g["params"], self._options(g)) for g in self.param_groups])
+
+    def _load_state(self, group, index, step, tensors):
+        self._engine.load_state(group, index, step, tensors)
 
     @staticmethod
     def _options(g):

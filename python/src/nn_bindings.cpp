@@ -166,7 +166,20 @@ void bind_nn(nb::module_& m) {
             if (s.momentum_buffer.defined()) d["momentum_buffer"] = s.momentum_buffer;
             return d;
           },
-          "group"_a, "param"_a);
+          "group"_a, "param"_a)
+      // Python's load_state_dict has checked the names, shapes and dtypes of every parameter's
+      // tensors before the first of these calls.
+      .def(
+          "load_state",
+          [](lt::optim::SGD& o, size_t group, size_t param, int64_t step,
+             const std::map<std::string, Tensor>& tensors) {
+            lt::optim::SGD::State& s = o.mutable_state(group, param);
+            if (const auto it = tensors.find("momentum_buffer"); it != tensors.end()) {
+              s.momentum_buffer.copy_(it->second);
+            }
+            s.step = step;
+          },
+          "group"_a, "param"_a, "step"_a, "tensors"_a);
 
   nb::class_<lt::optim::Schedule>(m, "Schedule")
       .def("factor", &lt::optim::Schedule::factor, "step"_a)

@@ -87,6 +87,8 @@ void bind_runtime(nb::module_& m) {
   m.def("set_compile_cache_size", &lt::set_compile_cache_size, "graphs"_a);
   m.def("compile_cache_size", &lt::compile_cache_size);
   m.def("set_data_cache_size", &lt::set_data_cache_size, "entries"_a);
+  m.def("set_num_threads", &lt::set_num_threads, "int"_a);
+  m.def("get_num_threads", &lt::get_num_threads);
   m.def("data_cache_size", &lt::data_cache_size);
   m.def("compile_cache_entries", &lt::compile_cache_entries);
   m.def("kernel_cache_entries", &lt::kernel_cache_entries);

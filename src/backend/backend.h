@@ -75,7 +75,8 @@ struct KernelSettings {
 };
 
 struct BackendSettings {
-  int threads = 0;           // kernel threads; 0: one per core; read when built
+  // Kernel threads; 0: one per core. The count when the device is built is the most it has.
+  int threads = 0;
   int64_t memory_limit = 0;  // bytes a device may allocate; 0: all it has
   KernelSettings kernels;
 };

@@ -1,5 +1,8 @@
 // The public functions of lazytensor/runtime.h.
+#include <algorithm>
 #include <exception>
+#include <string>
+#include <thread>
 
 #include "backend/registry.h"
 #include "ir/node.h"
@@ -144,6 +147,18 @@ size_t compile_cache_size() {
 }
 void set_data_cache_size(size_t entries) {
   runtime::config().data_cache_size = entries;
+}
+void set_num_threads(int threads) {
+  if (threads < 1) {
+    throw Error("set_num_threads: expected a positive number of threads, got " +
+                std::to_string(threads));
+  }
+  runtime::config().num_threads = threads;
+}
+int get_num_threads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = runtime::config().num_threads;
+  return threads > 0 ? threads : cores;
 }
 size_t data_cache_size() {
   return runtime::config().data_cache_size;

@@ -63,14 +63,19 @@ def train(model, optimizer, steps, first):
         lt.mark_step()
 
 
-@pytest.mark.parametrize("options", [dict(), dict(amsgrad=True), dict(precision="8bit")],
-                         ids=["adamw", "amsgrad", "8bit"])
+@pytest.mark.parametrize("options", [dict(), dict(amsgrad=True), dict(precision="8bit"),
+                                     dict(sgd=True)],
+                         ids=["adamw", "amsgrad", "8bit", "sgd_momentum"])
 def test_a_run_saved_and_resumed_ends_bitwise_equal(tmp_path, options):
     def make():
         lt.manual_seed(4)
         model = Tiny()
-        optimizer = lt.optim.AdamW([{"params": model.a.parameters(), "weight_decay": 0.1},
-                                    {"params": model.b.parameters()}], lr=3e-2, **options)
+        groups = [{"params": model.a.parameters(), "weight_decay": 0.1},
+                  {"params": model.b.parameters()}]
+        if options.get("sgd"):
+            optimizer = lt.optim.SGD(groups, lr=3e-2, momentum=0.9, nesterov=True)
+        else:
+            optimizer = lt.optim.AdamW(groups, lr=3e-2, **options)
         lt.mark_step()
         return model, optimizer
 

@@ -383,12 +383,15 @@ class ModuleList(Module):
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, ignore_index=-100, reduction="mean"):
+    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__()
         self.ignore_index, self.reduction = ignore_index, reduction
+        self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return _C.cross_entropy(input, target, self.ignore_index, self.reduction)
+        from .functional import cross_entropy
+        return cross_entropy(input, target, ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 class MSELoss(Module):

@@ -1,6 +1,6 @@
 """torch.nn.functional's names over the engine's ops."""
+from .. import _C
 from .._C import (  # noqa: F401
-    cross_entropy,
     embedding,
     gelu,
     layer_norm,
@@ -9,8 +9,35 @@ from .._C import (  # noqa: F401
     mse_loss,
     softmax,
 )
+from .._C import cross_entropy as _cross_entropy
 from .._C import dropout as _dropout
 from .._C._activations import *  # noqa: F401,F403 (the activations of elementwise_ops.def)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """As torch.nn.functional.cross_entropy over class ids: logits [N, C] (or [C]) and ids [N].
+    With ``label_smoothing`` e the target is (1 - e) on the class and e / C spread over all C
+    classes: the loss is (1 - e) times the class's loss plus e times the mean over the classes
+    of -log_softmax. Class weights, probabilities as targets and the legacy size_average/reduce
+    are not supported."""
+    if weight is not None or size_average is not None or reduce is not None:
+        raise _C.Error("cross_entropy: weight, size_average and reduce are not supported")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise _C.Error(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if label_smoothing == 0.0:
+        return _cross_entropy(input, target, ignore_index, reduction)
+    nll = _cross_entropy(input, target, ignore_index, "none")
+    kept = target.ne(ignore_index).to(nll.dtype)
+    smooth = -input.log_softmax(-1).mean(-1) * kept
+    loss = nll * (1.0 - label_smoothing) + smooth * label_smoothing
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.sum() / kept.sum()
+    raise _C.Error(f"cross_entropy: unknown reduction '{reduction}'")
 
 
 def dropout(input, p=0.5, training=True):

@@ -136,9 +136,10 @@ class BlockCache {
   std::pair<void*, size_t> arena_{nullptr, 0};
 };
 
+// The pool's capacity: the threads asked for, and at least one per core, so that
+// lt::set_num_threads can go back up to the cores after asking for fewer.
 int thread_count(int n) {
-  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return n;
+  return std::max(n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 class CpuBackend final : public Backend {
@@ -150,6 +151,7 @@ class CpuBackend final : public Backend {
         kernel_settings_(settings.kernels),
         pool_(thread_count(settings.threads)),
         stream_(kMaxQueuedTasks) {
+    threads_.store(settings.threads);
     stream_.enqueue([index] {
       profiler::set_thread_name(index == 0 ? "device stream"
                                            : "device stream (cpu:" + std::to_string(index) + ")");
@@ -269,6 +271,8 @@ class CpuBackend final : public Backend {
         for (const BufferPtr& input : args.inputs) {
           if (input->failed()) input->error().raise("an input failed: ");
         }
+        // The pool is the stream's: its size changes here, between executables.
+        pool_.set_workers(threads_.load() > 0 ? threads_.load() : pool_.capacity());
         run_executable(
             *exe, args, pool_, [this](size_t bytes) { return take_arena(bytes); }, launches_begun);
       } catch (const std::exception& e) {
@@ -308,6 +312,7 @@ class CpuBackend final : public Backend {
 
   void update_settings(const BackendSettings& settings) override {
     memory_limit_.store(settings.memory_limit);
+    threads_.store(settings.threads);
     const std::lock_guard<std::mutex> lock(kernel_settings_mu_);
     kernel_settings_ = settings.kernels;
   }
@@ -416,6 +421,7 @@ class CpuBackend final : public Backend {
   // the pool, so work still queued at destruction can free into it.
   BlockCache cache_{static_cast<size_t>(physical_memory_ / 4)};
   ThreadPool pool_;
+  std::atomic<int> threads_{0};  // the pool's size for the next executables; 0: all of it
   Stream stream_;  // declared last: destroyed first, so queued work finishes while all is alive
 };
 

@@ -9,9 +9,18 @@
 
 namespace lt::backend::cpu {
 
-ThreadPool::ThreadPool(int num_workers) : size_(std::max(1, num_workers)) {
+ThreadPool::ThreadPool(int capacity) : capacity_(std::max(1, capacity)), workers_(capacity_) {
 #if !LT_POOL_OPENMP
-  for (int w = 1; w < size_; ++w) threads_.emplace_back([this, w] { loop(w); });
+  for (int w = 1; w < capacity_; ++w) threads_.emplace_back([this, w] { loop(w); });
+#endif
+}
+
+void ThreadPool::set_workers(int workers) {
+  workers = std::clamp(workers, 1, capacity_);
+  if (workers == workers_) return;
+  workers_ = workers;
+#if LT_POOL_OPENMP
+  omp_set_num_threads(workers_);
 #endif
 }
 
@@ -34,12 +43,12 @@ void ThreadPool::call(const std::function<void(int)>& fn, int worker) {
 }
 
 void ThreadPool::run(const std::function<void(int)>& fn) {
-  if (size_ == 1) {
+  if (workers_ == 1) {
     fn(0);
     return;
   }
 #if LT_POOL_OPENMP
-#pragma omp parallel num_threads(size_)
+#pragma omp parallel num_threads(workers_)
   call(fn, omp_get_thread_num());
 #else
   {
@@ -67,8 +76,9 @@ void ThreadPool::loop(int worker) {
     if (stop_) return;
     seen = generation_;
     const std::function<void(int)>* fn = fn_;
+    const bool works = worker < workers_;
     lock.unlock();
-    call(*fn, worker);
+    if (works) call(*fn, worker);
     lock.lock();
     if (--running_ == 0) done_cv_.notify_one();
   }

@@ -16,10 +16,16 @@ namespace lt::backend::cpu {
 // own threads.
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_workers);
+  // `capacity` workers at most; all of them work until set_workers says otherwise.
+  explicit ThreadPool(int capacity);
   ~ThreadPool();
 
-  int size() const { return size_; }
+  int size() const { return workers_; }
+  int capacity() const { return capacity_; }
+  // How many workers the next runs use, clamped to [1, capacity()] (lt::set_num_threads);
+  // with OpenMP also the calling thread's OpenMP team size, which the matrix library's products
+  // use. Called from the thread that calls run().
+  void set_workers(int workers);
   // Calls fn(worker) for worker in [0, size()) and returns when all have returned; an
   // exception from any of them is rethrown then. Called from one thread at a time (the
   // stream's worker).
@@ -30,11 +36,13 @@ class ThreadPool {
   // Calls fn(worker), keeping the first exception of a run for run() to rethrow.
   void call(const std::function<void(int)>& fn, int worker);
 
-  const int size_;
+  const int capacity_;
+  int workers_;
   std::mutex error_mu_;
   std::exception_ptr error_;
 
-  // The pool's own workers 1 .. size-1 (builds without OpenMP).
+  // The pool's own workers 1 .. capacity-1 (builds without OpenMP); those at or above size()
+  // sit a run out.
   std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
   const std::function<void(int)>* fn_ = nullptr;
