@@ -62,16 +62,13 @@ def counting_batch(rng, batch, length):
 
 def next_token(logits, top_k, temperature):
     """The argmax of the last position's logits [1, vocab] (greedy), or a draw from the k most
-    likely at `temperature` (Gumbel-max over the logits outside the top k masked out)."""
+    likely at `temperature`, as nanoGPT samples: topk, the rest masked out, multinomial."""
     if top_k <= 1:
         return logits.argmax(-1, keepdim=True)
     scaled = logits / temperature
-    rest = scaled
-    for _ in range(top_k - 1):  # the k-th largest: the maximum, taken out k - 1 times
-        rest = rest.masked_fill(rest >= rest.amax(-1, keepdim=True), float("-inf"))
-    kept = scaled.masked_fill(scaled < rest.amax(-1, keepdim=True), float("-inf"))
-    gumbel = -(-(lt.rand(*kept.shape) + 1e-9).log()).log()
-    return (kept + gumbel).argmax(-1, keepdim=True)
+    kth, _ = lt.topk(scaled, top_k)
+    scaled = scaled.masked_fill(scaled < kth[:, [-1]], float("-inf"))
+    return lt.multinomial(scaled.softmax(-1), num_samples=1)
 
 
 @lt.no_grad()

@@ -1,7 +1,7 @@
 """A nanoGPT-style character GPT written as PyTorch code: model, AdamW with weight-decay groups,
-warm-up + cosine learning rate, clipping, evaluation under no_grad, a checkpoint saved and
-resumed, and top-k sampling with multinomial. test_gpt_script.py runs it on PyTorch and, with
-only the imports renamed (`import lazytensor as torch`, ...), on lazytensor.
+warm-up + cosine learning rate, clipping, evaluation under no_grad with integer counts, a
+checkpoint saved and resumed, and top-k sampling with multinomial. test_gpt_script.py runs it on
+PyTorch and, with only the imports renamed (`import lazytensor as torch`, ...), on lazytensor.
 
     python gpt_script.py --init weights.npz --out result.json
 """
@@ -142,12 +142,14 @@ def train(model, optimizer, data, first, last):
 def estimate_loss(model, data):
     model.eval()
     losses = torch.zeros(4)
+    correct = 0
     for k in range(4):
         x, y = get_batch(data, 1000 + k)
-        _, loss = model(x, y)
+        logits, loss = model(x, y)
         losses[k] = loss.item()
+        correct += (logits.argmax(-1) == y).sum().item()  # bool to an int64 count
     model.train()
-    return losses.mean().item()
+    return losses.mean().item(), correct / (4 * BATCH * BLOCK)
 
 
 def main():
@@ -184,8 +186,9 @@ def main():
 
     sample = model.generate(torch.zeros((1, 1), dtype=torch.long, device=device), 50,
                             temperature=0.8, top_k=10)
+    val_loss, val_accuracy = estimate_loss(model, data)
     with open(args.out, "w") as f:
-        json.dump({"losses": losses, "val_loss": estimate_loss(model, data),
+        json.dump({"losses": losses, "val_loss": val_loss, "val_accuracy": val_accuracy,
                    "resumed_equal": resumed_equal, "sample": sample[0].tolist()}, f)
 
 

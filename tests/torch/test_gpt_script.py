@@ -49,5 +49,6 @@ def test_a_pytorch_gpt_script_runs_with_only_its_imports_renamed(tmp_path):
     assert lt_result["losses"][-1] < lt_result["losses"][0] - 0.5, lt_result["losses"]
     assert torch_result["resumed_equal"] and lt_result["resumed_equal"]
     assert abs(lt_result["val_loss"] - torch_result["val_loss"]) < 1e-4 * torch_result["val_loss"]
+    assert lt_result["val_accuracy"] == torch_result["val_accuracy"]
     sample = lt_result["sample"]
     assert len(sample) == 51 and all(0 <= t < 65 for t in sample)
