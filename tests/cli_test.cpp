@@ -229,6 +229,33 @@ TEST_F(CliTest, ParamsReportsBertShapes) {
   }
 }
 
+// `devices` lists every kind with whether it is available and why not; LT_DEVICE naming an
+// unavailable one makes a command fail with that reason, not crash or hang.
+TEST_F(CliTest, DevicesTellWhatIsAvailableAndLtDeviceChoosesOne) {
+  const fs::path listing = dir_.path() / "devices.json";
+  const Outcome r = run({"devices", "--json", listing.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(listing);
+  const json kinds = json::parse(in);
+  ASSERT_EQ(kinds.size(), 3u);
+  EXPECT_EQ(kinds[0]["name"], "cpu");
+  EXPECT_EQ(kinds[0]["available"], true);
+  for (const json& kind : kinds) {
+    EXPECT_NE(r.out.find(kind["name"].get<std::string>()), std::string::npos);
+    if (!kind["available"].get<bool>()) {
+      EXPECT_NE(r.out.find(kind["reason"].get<std::string>()), std::string::npos);
+    }
+  }
+  ASSERT_EQ(kinds[2]["name"], "opencl");
+  setenv("LT_DEVICE", "opencl", 1);
+  const Outcome chosen = run({"demo", "--steps", "1"});
+  unsetenv("LT_DEVICE");
+  EXPECT_EQ(chosen.exit_code, 1);
+  EXPECT_NE(chosen.err.find("opencl:0 is unavailable: " + kinds[2]["reason"].get<std::string>()),
+            std::string::npos)
+      << chosen.err;
+}
+
 // The dump lets outside checks replay the steps in PyTorch: the files must hold every tensor,
 // and the final parameters must be HuggingFace AdamW's.
 TEST_F(CliTest, AdamwDumpWritesManifestAndRawTensors) {

@@ -78,7 +78,7 @@ TEST_F(DeviceTest, AnUnknownDeviceFailsWhereItIsNamed) {
   expect_mentions(error_message([] {
                     lt::set_default_device({DeviceType::cuda, 0});
                   }),
-                  {"cuda:0", "no backend"});
+                  {"cuda:0", "unavailable", "no cuda backend"});
   expect_mentions(error_message([] { lt::set_default_device({DeviceType::cpu, -1}); }), {"cpu:-1"});
   EXPECT_EQ(lt::default_device(), kCpu0);
 }
@@ -106,8 +106,6 @@ TEST_F(DeviceTest, ARegisteredBackendServesItsDeviceType) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(got[i], x0[i] * 2.0f);
 }
 
-}  // namespace
-
 // lt::set_num_threads applies from the next step on, and a step's results do not depend on it
 // (work is split into the same units whatever the number of threads).
 TEST_F(DeviceTest, SetNumThreadsChangesNoResult) {
@@ -130,3 +128,32 @@ TEST_F(DeviceTest, SetNumThreadsChangesNoResult) {
   expect_mentions(error_message([] { lt::set_num_threads(0); }), {"set_num_threads", "0"});
   EXPECT_EQ(lt::get_num_threads(), before);
 }
+
+// Each device kind is listed, available or with the reason it is not; choosing an unavailable
+// one fails where it is chosen, with that reason, and changes nothing.
+TEST_F(DeviceTest, DeviceKindsSayWhatIsAvailableAndWhy) {
+  const std::vector<lt::DeviceKind> kinds = lt::device_kinds();
+  ASSERT_EQ(kinds.size(), 3u);
+  EXPECT_EQ(kinds[0].name, "cpu");
+  EXPECT_TRUE(kinds[0].available);
+  for (size_t k : {1, 2}) {
+    SCOPED_TRACE(kinds[k].name);
+    EXPECT_FALSE(kinds[k].available);  // no backend of this kind in this build yet
+    expect_mentions(kinds[k].reason, {"no " + kinds[k].name + " backend"});
+    expect_mentions(error_message([&] { lt::set_default_device(kinds[k].name); }),
+                    {kinds[k].name + ":0", "unavailable", kinds[k].reason});
+  }
+  EXPECT_EQ(lt::default_device(), kCpu0);
+  EXPECT_EQ(lt::parse_device("cpu:1"), kCpu1);
+  EXPECT_EQ(lt::parse_device("opencl"), (Device{DeviceType::opencl, 0}));
+  EXPECT_EQ((Device{DeviceType::opencl, 2}).str(), "opencl:2");
+  for (const char* bad : {"tpu", "cpu:", "cpu:x", "cpu:-1", ""}) {
+    expect_mentions(error_message([&] { lt::parse_device(bad); }), {"cpu, cuda or opencl"});
+  }
+  lt::set_default_device("cpu:1");
+  EXPECT_EQ(lt::default_device(), kCpu1);
+  lt::set_default_device("cpu");
+  EXPECT_EQ(lt::default_device(), kCpu0);
+}
+
+}  // namespace

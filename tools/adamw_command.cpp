@@ -265,6 +265,7 @@ json to_json(const AdamWCommandOptions& o, const RunResult& r) {
   std::vector<double> trace_after_first(
       r.trace_seconds.begin() + std::min<size_t>(1, r.trace_seconds.size()), r.trace_seconds.end());
   return {{"model", o.model},
+          {"device", lt::default_device().str()},
           {"params", r.params},
           {"tensors", r.tensors},
           {"steps", o.steps},

@@ -89,6 +89,31 @@ int run_params(const std::string& model) {
   return 0;
 }
 
+// Each device kind this build knows, and whether this machine can use it (and why not).
+int run_devices(const std::string& json_path) {
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const lt::DeviceKind& kind : lt::device_kinds()) {
+    std::printf("%-7s %-13s %s\n", kind.name.c_str(), kind.available ? "available" : "unavailable",
+                kind.reason.c_str());
+    kinds.push_back({{"name", kind.name}, {"available", kind.available}, {"reason", kind.reason}});
+  }
+  if (!json_path.empty()) {
+    std::FILE* out = std::fopen(json_path.c_str(), "w");
+    if (out == nullptr) throw lt::Error("devices: cannot write " + json_path);
+    std::fprintf(out, "%s\n", kinds.dump(2).c_str());
+    std::fclose(out);
+  }
+  return 0;
+}
+
+lt::tools::Command add_devices_command(CLI::App& app) {
+  auto json = std::make_shared<std::string>();
+  auto* devices = app.add_subcommand(
+      "devices", "list the device kinds (cpu, cuda, opencl), available or why not");
+  devices->add_option("--json", *json, "also write them as JSON: [{name, available, reason}]");
+  return {devices, [json] { return run_devices(*json); }};
+}
+
 lt::tools::Command add_demo_command(CLI::App& app) {
   auto steps = std::make_shared<int>(5);
   auto* demo = app.add_subcommand("demo", "trace a few steps and print the metrics report");
@@ -114,6 +139,7 @@ int main(int argc, char** argv) {
   const std::vector<lt::tools::Command> commands = {
       add_demo_command(app),
       add_params_command(app),
+      add_devices_command(app),
       lt::tools::add_adamw_command(app),
       lt::tools::add_scaling_command(app),
       lt::tools::add_train_command(app),

@@ -640,6 +640,7 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
                  int64_t params) {
   json j = {
       {"model", o.model},
+      {"device", default_device().str()},
       {"init", o.init},
       {"data", o.data},
       {"params", params},

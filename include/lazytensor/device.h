@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lt {
 
@@ -8,7 +9,7 @@ namespace lt {
 // number passed to an op is on every device). The CPU backend serves any number of CPU
 // devices, each with its own memory accounting, stream and threads (as JAX's forced host
 // device count does), which lets multi-device code run on one machine.
-enum class DeviceType : uint8_t { cpu, cuda };
+enum class DeviceType : uint8_t { cpu, cuda, opencl };
 const char* device_type_name(DeviceType type);
 
 struct Device {
@@ -18,10 +19,26 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
+// "cpu", "cpu:1", "opencl", "cuda:0" (index 0 when omitted); lt::Error naming the kinds for
+// another name.
+Device parse_device(const std::string& name);
+
+// Each device kind this build knows, and whether this machine can use it: the reason when not
+// (no backend in this build, no driver, no platform), what was found when it can.
+struct DeviceKind {
+  std::string name;  // "cpu", "cuda", "opencl"
+  bool available = false;
+  std::string reason;
+};
+std::vector<DeviceKind> device_kinds();
+
 // The device that factories (from_vector, zeros, rand, ...) create tensors on: cpu:0 unless
-// set. Per thread, like a CUDA current device.
+// set, or LT_DEVICE (a name parse_device takes) at the process's first use. Per thread, like a
+// CUDA current device. Setting an unavailable device throws lt::Error naming it and the reason
+// device_kinds() gives.
 Device default_device();
 void set_default_device(const Device& device);
+void set_default_device(const std::string& name);
 
 // Sets the default device for a scope.
 class DeviceGuard {

@@ -76,6 +76,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     set_data_cache_size,
     set_num_threads,
     get_num_threads,
+    device_kinds,
     set_debug,
     set_device_memory_limit,
     set_front_end,
@@ -101,6 +102,7 @@ from ._C import (  # noqa: E402, F401 (re-exported)
     where,
 )
 from ._device import backends, check_device as _check_device, cuda, device, mps  # noqa: E402,F401
+from ._device import get_default_device, set_default_device  # noqa: E402,F401
 from ._selection import ValuesIndices as _ValuesIndices  # noqa: E402
 
 float32 = dtype.float32
@@ -630,9 +632,13 @@ Tensor.__array_ufunc__ = None
 
 
 def where(condition, input, other):
-    """torch.where; input and other may be numbers."""
+    """torch.where; input and other may be numbers (a float one with an integer or bool tensor
+    makes the result float32, as PyTorch's promotion does)."""
     like = input if isinstance(input, Tensor) else other if isinstance(other, Tensor) else None
     kind = like.dtype if like is not None else float32
+    if any(isinstance(v, _builtins.float) for v in (input, other)) and \
+            kind not in (float32, float64, bfloat16, float16):
+        kind = float32
 
     def as_tensor(v):
         return v if isinstance(v, Tensor) else _C.full([], _builtins.float(v), kind)

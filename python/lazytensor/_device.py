@@ -60,6 +60,17 @@ def check_device(value, op):
         raise _C.Error(f"{op}: {str(e).removeprefix('device: ')}") from None
 
 
+def set_default_device(device):
+    """As torch.set_default_device: the device factories create tensors on, for this thread
+    ("cpu", "cpu:1"; an unavailable kind raises lt.Error with the reason device_kinds gives)."""
+    _C._set_default_device(str(device) if not isinstance(device, str) else device)
+
+
+def get_default_device():
+    """As torch.get_default_device."""
+    return device(_C._default_device())
+
+
 def _false(*args, **kwargs):
     return False
 

@@ -79,11 +79,18 @@ def cumsum(input, dim, dtype=None):
 
 def minimum_of(self, dim=None, keepdim=False):
     """The smallest element, or with ``dim`` the (values, indices) along it (first position on
-    ties), as torch.min."""
+    ties), as torch.min: the largest of the negated values, negated back; integers and bool
+    negate with ~, which never overflows (-x - 1, logical not)."""
+    floating = self.dtype in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16,
+                              _C.dtype.float16)
+
+    def negate(t):
+        return -t if floating else ~t
+
     if dim is None:
-        return -((-self).max())
-    values, indices = (-self).max(dim, keepdim)
-    return MinResult(-values, indices)
+        return negate(negate(self).max())
+    values, indices = negate(self).max(dim, keepdim)
+    return MinResult(negate(values), indices)
 
 
 def multinomial(input, num_samples, replacement=False, generator=None):

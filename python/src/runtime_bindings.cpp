@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "lazytensor/device.h"
 #include "lazytensor/metrics.h"
 #include "lazytensor/runtime.h"
 
@@ -88,6 +89,21 @@ void bind_runtime(nb::module_& m) {
   m.def("compile_cache_size", &lt::compile_cache_size);
   m.def("set_data_cache_size", &lt::set_data_cache_size, "entries"_a);
   m.def("set_num_threads", &lt::set_num_threads, "int"_a);
+  // Device kinds and the default device by name (lt::device_kinds, LT_DEVICE).
+  m.def("device_kinds", [] {
+    nb::list kinds;
+    for (const lt::DeviceKind& kind : lt::device_kinds()) {
+      nb::dict d;
+      d["name"] = kind.name;
+      d["available"] = kind.available;
+      d["reason"] = kind.reason;
+      kinds.append(d);
+    }
+    return kinds;
+  });
+  m.def("_set_default_device", nb::overload_cast<const std::string&>(&lt::set_default_device),
+        "device"_a);
+  m.def("_default_device", [] { return lt::default_device().str(); });
   m.def("get_num_threads", &lt::get_num_threads);
   m.def("data_cache_size", &lt::data_cache_size);
   m.def("compile_cache_entries", &lt::compile_cache_entries);

@@ -417,13 +417,22 @@ void bind_tensor_host_values(TensorClass& cls) {
 
 // Arithmetic, with PyTorch's keywords (the ops of elementwise_ops.def: bind_elementwise_ops).
 void bind_tensor_arithmetic(TensorClass& cls) {
-  cls.def("pow", &Tensor::pow, "exponent"_a)
+  cls.def(
+         "pow", [](const Tensor& t, int64_t e) { return t.pow(static_cast<double>(e)); },
+         "exponent"_a)
+      .def(
+          "pow", [](const Tensor& t, double e) { return for_float_number(t).pow(e); }, "exponent"_a)
+      // A float bound makes an integer tensor's clamp f32, as PyTorch's type promotion does.
       .def(
           "clamp",
-          [](const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
-            if (lo && hi) return t.clamp(*lo, *hi);
-            if (lo) return t.clamp_min(*lo);
-            if (hi) return t.clamp_max(*hi);
+          [](const Tensor& t, nb::object lo, nb::object hi) {
+            const bool floating = nb::isinstance<nb::float_>(lo) || nb::isinstance<nb::float_>(hi);
+            const Tensor x = floating ? for_float_number(t) : t;
+            if (!lo.is_none() && !hi.is_none()) {
+              return x.clamp(nb::cast<double>(lo), nb::cast<double>(hi));
+            }
+            if (!lo.is_none()) return x.clamp_min(nb::cast<double>(lo));
+            if (!hi.is_none()) return x.clamp_max(nb::cast<double>(hi));
             throw lt::Error("clamp: at least one of min and max must be given");
           },
           "min"_a = nb::none(), "max"_a = nb::none())
@@ -535,6 +544,28 @@ void bind_tensor_operators(TensorClass& cls) {
 #define LT_TENSOR_OPERATOR(dunder, expr) \
   cls.def(                               \
       dunder, [](const Tensor& a, const Tensor& b) { return expr; }, nb::is_operator());
+  // A Python bool with a bool tensor keeps it bool (mask & True); with any other tensor it is
+  // the number 0 or 1. First, so that bools take it rather than the int overload.
+#define LT_BOOL_OPERATOR(dunder, expr)                                                        \
+  cls.def(                                                                                    \
+      dunder,                                                                                 \
+      [](const Tensor& a, bool number) {                                                      \
+        const Tensor b = lt::full({}, number ? 1.0 : 0.0,                                     \
+                                  a.dtype() == DType::boolean ? DType::boolean : DType::i64); \
+        return expr;                                                                          \
+      },                                                                                      \
+      nb::is_operator());
+  LT_BOOL_OPERATOR("__add__", a + b)
+  LT_BOOL_OPERATOR("__radd__", b + a)
+  LT_BOOL_OPERATOR("__mul__", a * b)
+  LT_BOOL_OPERATOR("__rmul__", b * a)
+  LT_BOOL_OPERATOR("__and__", a.bitwise_and(b))
+  LT_BOOL_OPERATOR("__rand__", a.bitwise_and(b))
+  LT_BOOL_OPERATOR("__or__", a.bitwise_or(b))
+  LT_BOOL_OPERATOR("__ror__", a.bitwise_or(b))
+  LT_BOOL_OPERATOR("__xor__", a.bitwise_xor(b))
+  LT_BOOL_OPERATOR("__rxor__", a.bitwise_xor(b))
+#undef LT_BOOL_OPERATOR
   LT_TENSOR_OPERATOR("__add__", a + b)
   LT_NUMBER_OPERATOR("__add__", a + b)
   LT_NUMBER_OPERATOR("__radd__", b + a)

@@ -21,11 +21,12 @@ namespace {
 
 // Devices per type the registry can hold; far more than a machine has.
 constexpr int kMaxDevices = 64;
-constexpr size_t kDeviceTypes = static_cast<size_t>(DeviceType::cuda) + 1;
+constexpr size_t kDeviceTypes = static_cast<size_t>(DeviceType::opencl) + 1;
 
 struct Registry {
   std::mutex mu;
   std::map<DeviceType, BackendFactory> factories;
+  std::map<DeviceType, AvailabilityProbe> probes;
   // Lock-free lookups after creation: the hot paths (every upload, read and cut) ask.
   std::atomic<Backend*> backends[kDeviceTypes][kMaxDevices] = {};
   std::vector<Backend*> created;
@@ -54,6 +55,50 @@ void register_backend(DeviceType type, BackendFactory factory) {
   Registry& r = registry_without_built_ins();
   std::lock_guard<std::mutex> lock(r.mu);
   r.factories[type] = std::move(factory);
+  r.probes.erase(type);
+}
+
+void register_device_probe(DeviceType type, AvailabilityProbe probe) {
+  Registry& r = registry_without_built_ins();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.probes[type] = std::move(probe);
+}
+
+namespace {
+
+// A kind's status from what the registry holds for it (the registry's lock held).
+DeviceKind status_of(const Registry& r, DeviceType type) {
+  DeviceKind kind{device_type_name(type), false, ""};
+  const bool served = r.factories.count(type) != 0;
+  const auto probe = r.probes.find(type);
+  if (probe == r.probes.end()) {
+    kind.available = served;
+    kind.reason = served ? "" : std::string("this build has no ") + kind.name + " backend";
+    return kind;
+  }
+  const Availability found = probe->second();
+  kind.available = served && found.usable;
+  if (served) {
+    kind.reason = found.detail;
+  } else if (found.usable) {
+    kind.reason = std::string("this build has no ") + kind.name + " backend yet (the machine has " +
+                  found.detail + ")";
+  } else {
+    kind.reason =
+        std::string("this build has no ") + kind.name + " backend yet, and " + found.detail;
+  }
+  return kind;
+}
+
+}  // namespace
+
+std::vector<DeviceKind> device_kinds() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<DeviceKind> kinds;
+  for (size_t t = 0; t < kDeviceTypes; ++t)
+    kinds.push_back(status_of(r, static_cast<DeviceType>(t)));
+  return kinds;
 }
 
 void unregister_backend(DeviceType type) {
@@ -74,11 +119,10 @@ Backend& backend_for(const Device& device, const BackendSettings& settings) {
   }
   std::lock_guard<std::mutex> lock(r.mu);
   if (Backend* backend = r.backends[type][device.index].load()) return *backend;
-  auto factory = r.factories.find(device.type);
-  if (factory == r.factories.end()) {
-    throw Error("device " + device.str() + ": no backend for " + device_type_name(device.type) +
-                " devices is registered in this build");
-  }
+  // Only a device's first use gets here: its kind is probed once per device.
+  const DeviceKind kind = status_of(r, device.type);
+  if (!kind.available) throw Error("device " + device.str() + " is unavailable: " + kind.reason);
+  const auto factory = r.factories.find(device.type);
   Backend* backend = factory->second(device.index, settings).release();
   r.created.push_back(backend);
   r.backends[type][device.index].store(backend, std::memory_order_release);

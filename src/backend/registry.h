@@ -9,6 +9,7 @@
 // registry includes no backend.
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,12 +20,27 @@ namespace lt::backend {
 using BackendFactory =
     std::function<std::unique_ptr<Backend>(int index, const BackendSettings& settings)>;
 
-// Replaces any factory for `type`.
+// Replaces any factory for `type`, and forgets its probe: a backend that needs something the
+// machine may lack registers its probe after its factory.
 void register_backend(DeviceType type, BackendFactory factory);
+
+// What a device kind needs from the machine (a driver, a platform): `usable` when it is there,
+// and `detail`, what was found or why it is missing.
+struct Availability {
+  bool usable = false;
+  std::string detail;
+};
+using AvailabilityProbe = std::function<Availability()>;
+// A device kind's probe, run each time device_kinds() asks. A kind with a probe and no factory
+// is one the build knows but cannot serve yet; a kind with neither is unknown to the build.
+void register_device_probe(DeviceType type, AvailabilityProbe probe);
+// Every device kind, served or not, with whether it is available and why (lt::device_kinds).
+std::vector<DeviceKind> device_kinds();
 // Stops serving `type` (for tests). Backends already created stay alive, since buffers may
 // still point into them, and wait_device_ops() still waits for them.
 void unregister_backend(DeviceType type);
-// Throws lt::Error naming the device when no backend serves it. `settings` are handed to the
+// Throws lt::Error naming the device, and the reason device_kinds() gives, when no backend
+// serves it or its kind is unavailable here. `settings` are handed to the
 // backend if this call creates it.
 Backend& backend_for(const Device& device, const BackendSettings& settings);
 // Every backend created so far.

@@ -47,8 +47,8 @@ enum class OpKind : uint16_t {
   CheckIndex,
   // Row by row along the last dim, a row's elements in order (other dims are moved there first):
   // ArgSort: (x), attrs {descending}: the i64 positions that sort each row, stably, NaN above
-  // every number (as torch.sort); CumSum: (x): running sums, accumulated in f64 for floating
-  // values and in i64 (wrapping) for integers.
+  // every number (as torch.sort); CumSum: (x), attrs {reverse}: running sums (from the row's end
+  // when reverse), accumulated in f64 for floating values and in i64 (wrapping) for integers.
   ArgSort,
   CumSum,
   // Collectives across the ranks of lt::distributed (MPI), on the one operand.
@@ -131,14 +131,16 @@ constexpr uint8_t element_kinds(OpKind op) {
       return numbers;
     case OpKind::Maximum:
     case OpKind::Minimum:
+    case OpKind::Where:
+      return numbers | kBoolElements;
+    // u8 values compare too (8-bit optimizer codes).
     case OpKind::Eq:
     case OpKind::Ne:
     case OpKind::Lt:
     case OpKind::Le:
     case OpKind::Gt:
     case OpKind::Ge:
-    case OpKind::Where:
-      return numbers | kBoolElements;
+      return numbers | kBoolElements | kByteElements;
     case OpKind::BitwiseAnd:
     case OpKind::BitwiseOr:
     case OpKind::BitwiseXor:

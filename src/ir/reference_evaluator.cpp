@@ -116,6 +116,13 @@ double round_result(DType dtype, double v) {
              : v;
 }
 
+// a // b or a % b of integer values, as op_semantics.h defines them (b = 0 included).
+double integer_division(OpKind op, double a, double b) {
+  const auto x = static_cast<int64_t>(a), y = static_cast<int64_t>(b);
+  return static_cast<double>(op == OpKind::FloorDivide ? lt_kernel::lt_floor_divide(x, y)
+                                                       : lt_kernel::lt_remainder(x, y));
+}
+
 // Walks a graph's nodes in order, holding the values of those a later node still reads.
 class Evaluator {
  public:
@@ -238,13 +245,17 @@ class Evaluator {
         node.op == OpKind::Cast ? graph_.node(graph_.operand(i, 0)).dtype : node.dtype;
     const auto reference = op_info(node.op).reference;
     const int64_t n = node.shape.numel();
+    // Integer // and % by 0 are defined by the kernels (op_semantics.h), not by the floating
+    // rows' reference.
+    const bool whole_division = !dtype_is_floating(node.dtype) &&
+                                (node.op == OpKind::FloorDivide || node.op == OpKind::Remainder);
     Values out(n);
     for (int64_t e = 0; e < n; ++e) {
       std::array<double, kMaxOperands> args{};
       for (int k = 0; k < arity; ++k) args[k] = (*operands[k])[index[k].empty() ? e : index[k][e]];
-      out[e] = node.op == OpKind::Cast
-                   ? convert(from, node.dtype, args[0])
-                   : round_result(node.dtype, reference(args[0], args[1], args[2]));
+      out[e] = node.op == OpKind::Cast ? convert(from, node.dtype, args[0])
+               : whole_division        ? integer_division(node.op, args[0], args[1])
+                                : round_result(node.dtype, reference(args[0], args[1], args[2]));
     }
     return out;
   }
@@ -387,7 +398,7 @@ class Evaluator {
   }
 
   // ArgSort and CumSum, row by row along the last dim: an insertion sort, stable by position
-  // (NaN above every number), and plain running sums.
+  // (NaN above every number), and plain running sums (from the end with attribute 1).
   Values along_rows(uint32_t i) {
     const Node& node = graph_.node(i);
     const Values& x = values_[graph_.operand(i, 0)];
@@ -395,9 +406,12 @@ class Evaluator {
     Values out(x.size());
     for (int64_t start = 0; start + n <= static_cast<int64_t>(x.size()) && n > 0; start += n) {
       if (node.op == OpKind::CumSum) {
+        const bool reverse = node.attrs[0] != 0;
         double acc = 0;
-        for (int64_t j = 0; j < n; ++j)
-          out[start + j] = round_result(node.dtype, acc += x[start + j]);
+        for (int64_t k = 0; k < n; ++k) {
+          const int64_t j = start + (reverse ? n - 1 - k : k);
+          out[j] = round_result(node.dtype, acc += x[j]);
+        }
         continue;
       }
       const bool descending = node.attrs[0] != 0;

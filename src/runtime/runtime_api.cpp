@@ -1,8 +1,10 @@
 // The public functions of lazytensor/runtime.h.
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backend/registry.h"
 #include "ir/node.h"
@@ -53,8 +55,37 @@ const char* device_type_name(DeviceType type) {
       return "cpu";
     case DeviceType::cuda:
       return "cuda";
+    case DeviceType::opencl:
+      return "opencl";
   }
   return "unknown";
+}
+
+Device parse_device(const std::string& name) {
+  const size_t colon = name.find(':');
+  const std::string kind = name.substr(0, colon);
+  Device device;
+  bool known = false;
+  for (DeviceType type : {DeviceType::cpu, DeviceType::cuda, DeviceType::opencl}) {
+    if (kind == device_type_name(type)) {
+      device.type = type;
+      known = true;
+    }
+  }
+  if (colon != std::string::npos) {
+    const std::string index = name.substr(colon + 1);
+    known = known && !index.empty() && index.size() <= 6 &&
+            index.find_first_not_of("0123456789") == std::string::npos;
+    if (known) device.index = std::stoi(index);
+  }
+  if (!known) {
+    throw Error("device '" + name + "': expected cpu, cuda or opencl, optionally with ':index'");
+  }
+  return device;
+}
+
+std::vector<DeviceKind> device_kinds() {
+  return backend::device_kinds();
 }
 
 std::string Device::str() const {
@@ -62,7 +93,15 @@ std::string Device::str() const {
 }
 
 namespace {
-thread_local Device t_default_device;
+// LT_DEVICE, read once: the default device of every thread until one sets its own.
+Device process_default_device() {
+  static const Device device = [] {
+    const char* name = std::getenv("LT_DEVICE");
+    return name && *name ? parse_device(name) : Device{};
+  }();
+  return device;
+}
+thread_local Device t_default_device = process_default_device();
 }  // namespace
 
 Device default_device() {
@@ -70,8 +109,12 @@ Device default_device() {
 }
 
 void set_default_device(const Device& device) {
-  runtime::backend_of(device);  // an unknown device fails here, not at the first op
+  runtime::backend_of(device);  // an unknown or unavailable device fails here, not at an op
   t_default_device = device;
+}
+
+void set_default_device(const std::string& name) {
+  set_default_device(parse_device(name));
 }
 
 void DeviceEvent::wait() const {

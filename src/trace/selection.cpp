@@ -55,9 +55,9 @@ Tensor compare(const Tensor& self, const Tensor& other, OpKind kind, const char*
 // as numbers (ids < 2.5, mask == 2), here in f64, exact for integers up to 2^53.
 Tensor compare(const Tensor& self, double other, OpKind kind, const char* op) {
   ir::NodePtr v = trace::value_of(self, op);
-  const bool held =
-      v->dtype == DType::boolean ? (other == 0 || other == 1) : other == std::trunc(other);
-  if (!dtype_is_floating(v->dtype) && !held) v = trace::cast(v, DType::f64);
+  if (!dtype_is_floating(v->dtype) && !trace::holds_number(v->dtype, other)) {
+    v = trace::cast(v, DType::f64);
+  }
   return compare(v, trace::scalar(other, v->dtype, *v->device), kind, op);
 }
 
@@ -146,7 +146,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, int dim) {
                 " and the tensor " + std::to_string(x.dim()));
   }
   const auto [last, d] = dim_last(x, dim, "take_along_dim");
-  const Tensor positions = dim_back(indices, d, x.dim()).to(DType::i64);
+  Tensor positions = dim_back(indices, d, x.dim()).to(DType::i64);
   for (int e = 0; e + 1 < last.dim(); ++e) {
     if (positions.shape()[e] != last.shape()[e]) {
       throw Error("take_along_dim: the indices' shape " + indices.shape().str() +
@@ -158,6 +158,14 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, int dim) {
   const int64_t k = positions.dim() == 0 ? 1 : positions.shape()[positions.dim() - 1];
   const int64_t rows = n == 0 ? 0 : last.numel() / n;
   // Each row's positions offset by the row's start in the flattened tensor: one index_select.
+  // A position outside [0, n) would read a neighbouring row: ids the host uploaded are checked
+  // now; computed ones are sent past the end, where index_select's own check refuses them.
+  const DeviceGuard on_device(x.device());
+  if (!trace::check_host_ids("take_along_dim", "index",
+                             trace::value_of(positions, "take_along_dim"), n)) {
+    positions = where(positions.ge(0.0).bitwise_and(positions.lt(static_cast<double>(n))),
+                      positions, full({}, static_cast<double>(rows * n), DType::i64));
+  }
   std::vector<int64_t> row_shape = last.shape().to_vector();
   if (!row_shape.empty()) row_shape.back() = 1;
   const Tensor starts = (arange(0.0, static_cast<double>(rows)) * static_cast<double>(n))
@@ -189,19 +197,28 @@ ValuesIndices topk(const Tensor& x, int64_t k, int dim, bool largest) {
   return {take_along_dim(x, indices, d), indices};
 }
 
+namespace {
+
+// Running sums along dim d of x, from the end when `reverse`: the gradient of running sums is
+// the running sums of the gradient taken from the end (summed as the forward sums are, not as
+// a total less a prefix, which cancels).
+Tensor running_sums(const Tensor& x, int d, bool reverse) {
+  check_sortable("cumsum", x);
+  const auto [last, dim] = dim_last(x, d, "cumsum");
+  const Tensor input = dtype_is_floating(last.dtype()) ? last : last.to(DType::i64);
+  const Tensor sums = dim_back(
+      along_rows(input, OpKind::CumSum, input.dtype(), {reverse ? 1 : 0}, "cumsum"), dim, x.dim());
+  if (!autograd::needs_grad({&x})) return sums;
+  return autograd::record("cumsum", sums, {&x}, [dim, reverse](const Tensor& g) {
+    return Gradients{running_sums(g, dim, !reverse)};
+  });
+}
+
+}  // namespace
+
 Tensor cumsum(const Tensor& x, int dim) {
   const runtime::TraceScope scope("cumsum");
-  check_sortable("cumsum", x);
-  const auto [last, d] = dim_last(x, dim, "cumsum");
-  const Tensor input = dtype_is_floating(last.dtype()) ? last : last.to(DType::i64);
-  const Tensor sums =
-      dim_back(along_rows(input, OpKind::CumSum, input.dtype(), {}, "cumsum"), d, x.dim());
-  if (!autograd::needs_grad({&x})) return sums;
-  // The gradient of running sums is the running sums of the gradient taken from the end:
-  // the total less what comes before each position.
-  return autograd::record("cumsum", sums, {&x}, [d](const Tensor& g) {
-    return Gradients{g.sum({d}, true) - cumsum(g, d) + g};
-  });
+  return running_sums(x, dim, false);
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {

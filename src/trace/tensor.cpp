@@ -45,7 +45,7 @@ ir::NodePtr binary(const Tensor& a, const Tensor& b, OpKind kind, const char* op
 // The dtype a number meets a tensor of `dtype` in, for op `kind`: as in PyTorch, a number is
 // of a higher category than bool (mask * 2 counts in i64), and an op defined on floating values
 // takes an integer tensor and its number as f32 (ids / 2). An integer op keeps its tensor's
-// integer dtype, so a number with a fraction would be truncated: that is refused rather than
+// integer dtype, so a number it cannot hold (a fraction, 1e20, infinity) is refused rather than
 // computed wrong (the Python API promotes the tensor for a float number, as PyTorch does).
 DType number_dtype(const char* op, OpKind kind, DType dtype,
                    std::initializer_list<double> numbers) {
@@ -53,12 +53,12 @@ DType number_dtype(const char* op, OpKind kind, DType dtype,
       trace::kernel_dtype(op, kind, dtype == DType::boolean ? DType::i64 : dtype);
   if (dtype_is_floating(computed)) return computed;
   for (double s : numbers) {
-    if (s != std::trunc(s)) {
+    if (!trace::holds_number(computed, s)) {
       char text[32];
       std::snprintf(text, sizeof(text), "%g", s);
-      throw Error(std::string(op) + ": the number " + text + " is not whole and the tensor is " +
-                  dtype_name(dtype) +
-                  ", so it would be truncated; cast the tensor to a floating dtype first");
+      throw Error(std::string(op) + ": the number " + text + " is not a value of " +
+                  dtype_name(computed) + " (the tensor is " + dtype_name(dtype) +
+                  "); cast the tensor to a floating dtype first");
     }
   }
   return computed;
@@ -93,6 +93,10 @@ ir::NodePtr lerp_node(const Tensor& t, const Tensor& end, const Tensor& weight, 
 // a + alpha * b (PyTorch's add with alpha), alpha through the scalar policy.
 ir::NodePtr scaled(const Tensor& a, const Tensor& b, double alpha, OpKind kind, const char* op) {
   ir::NodePtr va = value_of(a, op), vb = value_of(b, op);
+  // Two bool tensors add as bool (or), as PyTorch's; a scale other than 1 counts in i64.
+  if (alpha == 1.0 && trace::result_dtype({va, vb}) == DType::boolean) {
+    return elementwise(op, kind, {va, vb});
+  }
   trace::broadcast_shapes(op, va->shape, vb->shape);
   const DType dtype = number_dtype(op, kind, trace::result_dtype({va, vb}), {alpha});
   const Device device = trace::common_device(op, {va, vb});

@@ -1,6 +1,7 @@
 #include "trace/trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "autograd/function.h"
@@ -50,6 +51,19 @@ DType kernel_dtype(const char* op, ir::OpKind kind, DType dtype) {
   check_arithmetic(op, dtype);
   throw Error(std::string(op) + ": not defined on " + dtype_name(dtype) +
               " tensors (it takes integer and bool tensors)");
+}
+
+bool holds_number(DType dtype, double value) {
+  switch (dtype) {
+    case DType::boolean:
+      return value == 0 || value == 1;
+    case DType::i32:
+      return value == std::trunc(value) && value >= -0x1p31 && value < 0x1p31;
+    case DType::u8:
+      return value == std::trunc(value) && value >= 0 && value < 256;
+    default:  // i64
+      return value == std::trunc(value) && value >= -0x1p63 && value < 0x1p63;
+  }
 }
 
 void check_shape(const char* op, const Shape& shape) {

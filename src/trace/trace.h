@@ -79,6 +79,9 @@ void check_floating(const char* op, DType dtype);
 // defined on floating values (exp, true division). Throws where there is none (bitwise ops on
 // floating values, arithmetic on u8).
 DType kernel_dtype(const char* op, ir::OpKind kind, DType dtype);
+// Whether a number is one of the values of integer or bool dtype `dtype` (whole, finite and in
+// range: 1e20 and infinity are not an i64's).
+bool holds_number(DType dtype, double value);
 // Throws if a value of this shape and dtype could never fit in the device's memory.
 void check_fits(const char* op, const Shape& shape, DType dtype, const Device& device);
 // Ids the host uploaded (perhaps reshaped or permuted) are checked here, as the op is traced:

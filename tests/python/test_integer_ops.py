@@ -128,3 +128,38 @@ def test_a_generation_loop_appends_ids_without_leaving_int64():
     assert idx.dtype == lt.int64
     assert idx.tolist() == [[0, 1, 2, 3, 0, 1]]
     assert (idx == 0).sum().item() == 2
+
+
+def test_numbers_an_integer_dtype_cannot_hold_compare_as_numbers():
+    ids = lt.tensor([1, 2, 3])
+    assert (ids < float("inf")).tolist() == [True, True, True]
+    assert (ids < 1e20).tolist() == [True, True, True]
+    assert (ids > -1e20).tolist() == [True, True, True]
+    assert (ids == 2.5).tolist() == [False, False, False]
+    assert lt.tensor([True, False]).eq(2).tolist() == [False, False]
+    assert ids.clamp(max=float("inf")).dtype == lt.float32
+    assert ids.clamp(max=2).tolist() == [1, 2, 2]
+    with pytest.raises(lt.Error, match="1e\\+20 is not a value of i64"):
+        ids.add_(1e20)
+
+
+def test_bool_numbers_keep_bool_tensors_bool_and_floats_promote():
+    m = lt.tensor([True, False])
+    for got, want in ((m & True, [True, False]), (m | False, [True, False]),
+                      (m ^ True, [False, True]), (m + True, [True, True]),
+                      (m.add(m), [True, False]), (True * m, [True, False])):
+        assert got.dtype == lt.bool and got.tolist() == want
+    ids = lt.tensor([1, 2, 3])
+    assert (ids + True).tolist() == [2, 3, 4] and (ids + True).dtype == lt.int64
+    assert lt.where(ids > 1, ids, 0.5).tolist() == [0.5, 2.0, 3.0]
+    assert ids.pow(0.5).dtype == lt.float32 and ids.pow(2).tolist() == [1, 4, 9]
+    codes = lt.tensor([3, 4], dtype=lt.uint8)
+    assert (codes == 3).tolist() == [True, False]
+
+
+def test_min_of_integers_and_bool():
+    assert lt.tensor([7, -3, 5]).min().item() == -3
+    values, indices = lt.tensor([[7, -3], [2, 9]]).min(1)
+    assert values.tolist() == [-3, 2] and indices.tolist() == [1, 0]
+    smallest = lt.tensor([True, False]).min()
+    assert smallest.dtype == lt.bool and not smallest.item()

@@ -131,3 +131,20 @@ def test_clip_grad_norm_error_if_nonfinite_changes_nothing():
     assert norm.item() == pytest.approx(np.sqrt(18))
     with pytest.raises(lt.Error, match="norm_type"):
         nn.utils.clip_grad_norm_([q], 1.0, norm_type=1.0)
+
+
+def test_device_kinds_and_the_default_device():
+    kinds = {k["name"]: k for k in lt.device_kinds()}
+    assert list(kinds) == ["cpu", "cuda", "opencl"]
+    assert kinds["cpu"]["available"]
+    for name in ("cuda", "opencl"):
+        assert not kinds[name]["available"] and f"no {name} backend" in kinds[name]["reason"]
+        with pytest.raises(lt.Error, match=f"{name}:0 is unavailable"):
+            lt.set_default_device(name)
+    assert lt.get_default_device() == "cpu:0"
+    try:
+        lt.set_default_device("cpu:1")
+        assert lt.zeros(2).device == "cpu:1"
+    finally:
+        lt.set_default_device("cpu")
+    assert lt.zeros(2).device == "cpu:0"

@@ -83,3 +83,27 @@ def test_randperm_is_a_permutation_from_the_engine_generator():
     assert a.tolist() == b.tolist()
     assert a.tolist() != list(range(100))
     assert lt.randperm(10, dtype=lt.int32).dtype == lt.int32
+
+
+def test_take_along_dim_refuses_positions_outside_the_row():
+    t = lt.tensor([[1, 2], [3, 4]])
+    with pytest.raises(IndexError, match="take_along_dim: index 2"):
+        lt.take_along_dim(t, lt.tensor([[2], [0]]), 1)
+    computed = lt.tensor([[1], [0]]) * 2  # ids computed on the device: checked as they are read
+    with pytest.raises(lt.Error, match="out of range"):
+        lt.take_along_dim(t, computed, 1).tolist()
+
+
+def test_cumsum_gradient_sums_from_the_end_without_cancelling():
+    x = lt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    x.cumsum(0).backward(lt.tensor([1e8, 1.0, 1.0, 1.0]))
+    # Each position's gradient sums the upstream from there on: a total less a prefix would
+    # lose the small terms next to 1e8 in f32.
+    assert x.grad.tolist()[1:] == [3.0, 2.0, 1.0]
+
+
+def test_integers_above_2_to_53_sort_in_their_own_type():
+    big = 2**53
+    t = lt.tensor([big + 1, big, big + 3, -big - 1])
+    assert t.sort().values.tolist() == [-big - 1, big, big + 1, big + 3]
+    assert t.argsort(descending=True).tolist() == [2, 0, 1, 3]

@@ -29,8 +29,10 @@ target_sources(lazytensor PRIVATE
   ${CMAKE_CURRENT_BINARY_DIR}/generated/kernel_prelude.cpp
 )
 
-# Integer ops wrap on overflow in the interpreter as in generated kernels (native_compiler.cpp).
-set_property(SOURCE ${LT_CPU_DIR}/kernels/interpreter.cpp APPEND PROPERTY COMPILE_OPTIONS -fwrapv)
+# Integer ops wrap on overflow in the interpreter and index_add as in generated kernels
+# (native_compiler.cpp).
+set_property(SOURCE ${LT_CPU_DIR}/kernels/interpreter.cpp ${LT_CPU_DIR}/opaque_ops.cpp APPEND
+             PROPERTY COMPILE_OPTIONS -fwrapv)
 
 # The kernels' workers: OpenMP's, the threads oneDNN's products run on (Debian's oneDNN is built
 # on OpenMP), so that one set of threads serves both and neither set spins on the cores while

@@ -319,6 +319,28 @@ Rows rows_of(const Shape& shape) {
   return {n == 0 ? 0 : shape.numel() / n, n};
 }
 
+// The order of a row's elements: stable, NaN above every number (so last ascending, first
+// descending). Keys compare in their own type, so i64 values above 2^53 keep their order.
+template <class T>
+void sort_row(const T* in, int64_t* positions, int64_t n, bool descending) {
+  using R = RegisterOf<T>;
+  std::vector<R> keys(n);
+  for (int64_t j = 0; j < n; ++j) {
+    keys[j] = load_element(in[j]);
+    positions[j] = j;
+  }
+  const auto before = [&](int64_t a, int64_t b) {
+    const R ka = keys[a], kb = keys[b];
+    if constexpr (std::is_floating_point_v<R>) {
+      if (descending) return ka != ka ? kb == kb : ka > kb;
+      return kb != kb ? ka == ka : ka < kb;
+    } else {
+      return descending ? kb < ka : ka < kb;
+    }
+  };
+  std::stable_sort(positions, positions + n, before);
+}
+
 void run_argsort(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
   const Rows r = rows_of(op.output_shape);
   const ContiguousOperand input(op.operands[0], slots);
@@ -329,30 +351,19 @@ void run_argsort(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool
     const T* x = reinterpret_cast<const T*>(input.data());
     parallel_for(pool, r.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(r.n, 1)),
                  [&](int64_t begin, int64_t end) {
-                   std::vector<double> keys(r.n);
                    for (int64_t row = begin; row < end; ++row) {
-                     const T* in = x + row * r.n;
-                     int64_t* positions = out + row * r.n;
-                     for (int64_t j = 0; j < r.n; ++j) {
-                       keys[j] = static_cast<double>(load_element(in[j]));
-                       positions[j] = j;
-                     }
-                     // NaN is above every number, so it comes last ascending, first descending.
-                     const auto before = [&](int64_t a, int64_t b) {
-                       const double ka = keys[a], kb = keys[b];
-                       if (descending) return ka != ka ? kb == kb : ka > kb;
-                       return kb != kb ? ka == ka : ka < kb;
-                     };
-                     std::stable_sort(positions, positions + r.n, before);
+                     sort_row(x + row * r.n, out + row * r.n, r.n, descending);
                    }
                  });
   });
 }
 
+// Running sums of a row, from its end when `reverse` (cumsum's gradient).
 template <class T, class Acc>
-void cumulative_sums(const T* in, T* out, int64_t n) {
+void cumulative_sums(const T* in, T* out, int64_t n, bool reverse) {
   Acc acc = 0;
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = reverse ? n - 1 - i : i;
     if constexpr (std::is_integral_v<Acc>) {
       acc = static_cast<Acc>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(in[j]));
     } else {
@@ -364,6 +375,7 @@ void cumulative_sums(const T* in, T* out, int64_t n) {
 
 void run_cumsum(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
   const Rows r = rows_of(op.output_shape);
+  const bool reverse = op.attrs[0] != 0;
   const ContiguousOperand input(op.operands[0], slots);
   visit_dtype(op.output_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -373,9 +385,9 @@ void run_cumsum(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool&
                  [&](int64_t begin, int64_t end) {
                    for (int64_t row = begin; row < end; ++row) {
                      if constexpr (dtype_info_of<T>().floating) {
-                       cumulative_sums<T, double>(x + row * r.n, out + row * r.n, r.n);
+                       cumulative_sums<T, double>(x + row * r.n, out + row * r.n, r.n, reverse);
                      } else if constexpr (dtype_info_of<T>().dtype == DType::i64) {
-                       cumulative_sums<T, int64_t>(x + row * r.n, out + row * r.n, r.n);
+                       cumulative_sums<T, int64_t>(x + row * r.n, out + row * r.n, r.n, reverse);
                      } else {
                        throw Error(std::string("cumsum: no kernel for dtype ") +
                                    dtype_name(op.output_dtype));
