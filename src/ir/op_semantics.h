@@ -433,9 +433,9 @@ inline T lt_floor_divide(T a, T b) {
     T div = (a - mod) / b;
     if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
     if (div == T(0)) return __builtin_copysign(T(0), a / b);
-    T floor = sizeof(T) == 4 ? __builtin_floorf(div) : __builtin_floor(div);
-    if (div - floor > T(0.5)) floor += T(1);
-    return floor;
+    T whole = sizeof(T) == 4 ? __builtin_floorf(div) : __builtin_floor(div);
+    if (div - whole > T(0.5)) whole += T(1);
+    return whole;
   } else {
     if (b == T(0)) return T(0);
     if (b == T(-1)) return lt_wrapping_neg(a);  // MIN // -1 wraps to MIN, as MIN * -1

@@ -1,0 +1,154 @@
+#include "backend/cuda/cuda_source.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <regex>
+#include <string>
+
+#include "backend/kernel_source.h"
+
+namespace lt::backend::cpu {
+extern const char* const kKernelPrelude;  // the CPU's prelude, with op_table.def inlined
+}
+
+namespace lt::backend::cuda {
+
+namespace {
+
+// NVRTC has no libc and no GCC builtins: the prelude's are mapped onto CUDA's device functions
+// (each computes the same correctly rounded or documented result as the builtin).
+constexpr const char* kBuiltinShim = R"(
+#define __builtin_fmaf fmaf
+#define __builtin_rintf rintf
+#define __builtin_sqrtf sqrtf
+#define __builtin_sqrt sqrt
+#define __builtin_fabsf fabsf
+#define __builtin_fabs fabs
+#define __builtin_copysignf copysignf
+#define __builtin_copysign copysign
+#define __builtin_floorf floorf
+#define __builtin_floor floor
+#define __builtin_fmodf fmodf
+#define __builtin_fmod fmod
+#define __builtin_exp exp
+#define __builtin_log log
+#define __builtin_erf erf
+#define __builtin_pow pow
+#define __builtin_powf powf
+#define __builtin_tanh tanh
+#define __builtin_sinf sinf
+#define __builtin_sin sin
+#define __builtin_cosf cosf
+#define __builtin_cos cos
+#define __builtin_clzll __clzll
+#define __builtin_memcpy memcpy
+#define __builtin_inff() __int_as_float(0x7f800000)
+#define __builtin_nanf(s) __int_as_float(0x7fc00000)
+#define __builtin_inf() __longlong_as_double(0x7ff0000000000000LL)
+#define __builtin_nan(s) __longlong_as_double(0x7ff8000000000000LL)
+)";
+
+// NVRTC's C API, the few calls used (nvrtc.h's types: a program is a pointer, results ints).
+using Program = void*;
+using CreateProgram = int (*)(Program*, const char*, const char*, int, const char* const*,
+                              const char* const*);
+using CompileProgram = int (*)(Program, int, const char* const*);
+using GetSize = int (*)(Program, size_t*);
+using GetText = int (*)(Program, char*);
+using DestroyProgram = int (*)(Program*);
+using Version = int (*)(int*, int*);
+
+template <class F>
+F symbol(void* library, const char* name) {
+  return reinterpret_cast<F>(dlsym(library, name));
+}
+
+// ptxas's -v report: per entry, "Compiling entry function 'f'", then "N bytes stack frame,
+// S bytes spill stores, L bytes spill loads" and "Used R registers".
+std::vector<KernelReport> parse_report(const std::string& log) {
+  std::vector<KernelReport> kernels;
+  static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex frame(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex used(R"(Used (\d+) registers)");
+  std::smatch m;
+  size_t line_start = 0;
+  while (line_start < log.size()) {
+    size_t line_end = log.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = log.size();
+    const std::string line = log.substr(line_start, line_end - line_start);
+    if (std::regex_search(line, m, entry)) {
+      kernels.push_back({m[1].str()});
+    } else if (!kernels.empty() && std::regex_search(line, m, frame)) {
+      kernels.back().stack_bytes = std::stoi(m[1].str());
+      kernels.back().spill_bytes = std::stoi(m[2].str()) + std::stoi(m[3].str());
+    } else if (!kernels.empty() && std::regex_search(line, m, used)) {
+      kernels.back().registers = std::stoi(m[1].str());
+    }
+    line_start = line_end + 1;
+  }
+  return kernels;
+}
+
+}  // namespace
+
+std::string generate_source(const std::vector<const compiler::KernelProgram*>& programs,
+                            const std::vector<std::string>& symbols) {
+  std::string out = kBuiltinShim;
+  out += cpu::kKernelPrelude;
+  out += "\n";
+  for (size_t i = 0; i < programs.size(); ++i) {
+    out += render_kernel(*programs[i], symbols[i], KernelDialect::cuda);
+  }
+  return out;
+}
+
+std::optional<Nvrtc> Nvrtc::open(std::string* why) {
+  std::string tried;
+  for (const char* name :
+       {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
+    if (void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL)) {
+      if (symbol<CompileProgram>(library, "nvrtcCompileProgram") != nullptr) return Nvrtc(library);
+    }
+    tried += (tried.empty() ? "" : ", ") + std::string(name);
+  }
+  if (why != nullptr) *why = "no NVRTC library (tried " + tried + ")";
+  return std::nullopt;
+}
+
+std::string Nvrtc::version() const {
+  int major = 0, minor = 0;
+  if (const auto get = symbol<Version>(library_, "nvrtcVersion")) get(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+CompileReport Nvrtc::compile(const std::string& source, const std::string& arch) const {
+  const auto create = symbol<CreateProgram>(library_, "nvrtcCreateProgram");
+  const auto compile_program = symbol<CompileProgram>(library_, "nvrtcCompileProgram");
+  const auto log_size = symbol<GetSize>(library_, "nvrtcGetProgramLogSize");
+  const auto get_log = symbol<GetText>(library_, "nvrtcGetProgramLog");
+  const auto cubin_size = symbol<GetSize>(library_, "nvrtcGetCUBINSize");
+  const auto destroy = symbol<DestroyProgram>(library_, "nvrtcDestroyProgram");
+  CompileReport report;
+  Program program = nullptr;
+  if (create(&program, source.c_str(), "lazytensor_kernels.cu", 0, nullptr, nullptr) != 0) {
+    report.log = "nvrtcCreateProgram failed";
+    return report;
+  }
+  const std::string arch_option = "--gpu-architecture=" + arch;
+  const char* options[] = {arch_option.c_str(), "-default-device", "--std=c++17", "--fmad=false",
+                           "--ptxas-options=-v"};
+  const int status = compile_program(program, 5, options);
+  size_t size = 0;
+  log_size(program, &size);
+  report.log.assign(size, '\0');
+  if (size > 0) get_log(program, report.log.data());
+  size_t binary = 0;
+  report.compiled = status == 0 && cubin_size(program, &binary) == 0 && binary > 0;
+  destroy(&program);
+  report.kernels = parse_report(report.log);
+  return report;
+}
+
+}  // namespace lt::backend::cuda

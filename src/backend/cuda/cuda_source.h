@@ -1,0 +1,48 @@
+#pragma once
+// The CUDA target of the kernel renderer, checked without a GPU: CUDA C++ for the fused kernel
+// programs, and NVRTC (opened with dlopen, so nothing needs the toolkit to build or run) to
+// compile it to a CUBIN and report each kernel's registers, stack and spills.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/kernel_program.h"
+
+namespace lt::backend::cuda {
+
+// A shim that maps the GCC builtins of the CPU's kernel prelude onto CUDA's device functions,
+// that prelude (so the same expressions as every other target), then each program as a
+// __global__ function named by `symbols` (backend/kernel_source.h's CUDA dialect).
+std::string generate_source(const std::vector<const compiler::KernelProgram*>& programs,
+                            const std::vector<std::string>& symbols);
+
+struct KernelReport {
+  std::string name;
+  int registers = 0;
+  int stack_bytes = 0;
+  int spill_bytes = 0;  // spill stores and loads
+};
+
+struct CompileReport {
+  bool compiled = false;
+  std::string log;  // NVRTC's log: errors, and ptxas's report
+  std::vector<KernelReport> kernels;
+};
+
+class Nvrtc {
+ public:
+  // The NVRTC library of the CUDA toolkit, or nullopt with `why` it is not there.
+  static std::optional<Nvrtc> open(std::string* why);
+  // "13.0".
+  std::string version() const;
+  // `source` to a CUBIN for `arch` ("sm_90"), with ptxas's per-kernel report. Multiply-adds
+  // are not contracted (-fmad=false), as on the CPU (-ffp-contract=off): every target rounds
+  // the same operations.
+  CompileReport compile(const std::string& source, const std::string& arch) const;
+
+ private:
+  explicit Nvrtc(void* library) : library_(library) {}
+  void* library_;
+};
+
+}  // namespace lt::backend::cuda

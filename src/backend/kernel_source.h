@@ -1,0 +1,27 @@
+#pragma once
+// One renderer for fused kernel programs, in each target's dialect: the body (one statement per
+// instruction, over the kernel prelude's functors, so every target computes the same
+// expressions as the interpreter) is shared; the dialect spells the signature, the loop over
+// the elements and how scalars are read. The prelude itself is the target's (the CPU's
+// kernel_prelude.h; the CUDA target compiles the same one through a shim of builtins).
+#include <string>
+
+#include "compiler/kernel_program.h"
+
+namespace lt::backend {
+
+enum class KernelDialect {
+  // C++ for the system compiler: extern "C" void f(const void* const* in, void* const* out,
+  // const double* s, long start, long n), a loop over [0, n), scalars hoisted.
+  cpu,
+  // CUDA C++ for NVRTC: extern "C" __global__ void f(const T* in0, ..., T* out0, ...,
+  // const double* s, long long start, long long n), a grid-stride loop, scalars read where used.
+  cuda,
+};
+
+// `program` as one function named `symbol` (the prelude not included). Throws lt::Error for an
+// op the program's dtypes have no kernel for.
+std::string render_kernel(const compiler::KernelProgram& program, const std::string& symbol,
+                          KernelDialect dialect);
+
+}  // namespace lt::backend
