@@ -256,6 +256,29 @@ TEST_F(CliTest, DevicesTellWhatIsAvailableAndLtDeviceChoosesOne) {
       << chosen.err;
 }
 
+// codegen-check compiles every fused kernel of a training step for sm_90 with NVRTC, without a
+// GPU: all compile, with no spills and at most 128 registers. Skipped without the toolkit.
+TEST_F(CliTest, CodegenCheckCompilesAStepsKernelsForCuda) {
+  const fs::path report = dir_.path() / "codegen.json";
+  const Outcome r =
+      run({"codegen-check", "--device", "cuda", "--model", "tiny", "--json", report.string()});
+  if (r.exit_code != 0 && r.err.find("no NVRTC") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const json j = json::parse(in);
+  EXPECT_EQ(j["arch"], "sm_90");
+  EXPECT_TRUE(j["compiled"].get<bool>());
+  EXPECT_GT(j["opaque_ops"].get<int>(), 0);
+  ASSERT_GT(j["kernels"].size(), 50u);
+  for (const json& kernel : j["kernels"]) {
+    SCOPED_TRACE(kernel.dump());
+    EXPECT_TRUE(kernel["compiled"].get<bool>());
+    EXPECT_EQ(kernel["spill_bytes"], 0);
+    EXPECT_GT(kernel["registers"].get<int>(), 0);
+    EXPECT_LE(kernel["registers"].get<int>(), 128);
+  }
+}
+
 // The dump lets outside checks replay the steps in PyTorch: the files must hold every tensor,
 // and the final parameters must be HuggingFace AdamW's.
 TEST_F(CliTest, AdamwDumpWritesManifestAndRawTensors) {

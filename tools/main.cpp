@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -114,6 +115,87 @@ lt::tools::Command add_devices_command(CLI::App& app) {
   return {devices, [json] { return run_devices(*json); }};
 }
 
+// One BERT training step (forward, backward, AdamW) traced and not run, its fused kernels
+// rendered for `device` and compiled for `arch` by that kind's compiler: registers, stack and
+// spills per kernel, with no GPU needed.
+int run_codegen_check(const std::string& device, const std::string& model, const std::string& arch,
+                      const std::string& json_path) {
+  lt::manual_seed(0);
+  lt::models::Bert bert(lt::models::BertConfig::preset(model));
+  lt::optim::AdamW optimizer(bert.parameters(), lt::optim::AdamWOptions{});
+  lt::mark_step();  // the weights and the optimizer's state are data; the step alone is traced
+  const int64_t batch = 8, seq = 128;
+  std::vector<int64_t> ids(batch * seq), labels(batch * seq, -100);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>(1000 + i * 7919 % 20000);
+    if (i % 7 == 0) labels[i] = ids[i];
+  }
+  const lt::Tensor loss =
+      bert.mlm_loss(lt::from_vector(ids, {batch, seq}), lt::from_vector(labels, {batch, seq}));
+  loss.backward();
+  optimizer.step();
+  std::vector<lt::Tensor> step = bert.parameters();
+  step.push_back(loss);
+  for (size_t g = 0; g < optimizer.groups().size(); ++g) {
+    for (size_t p = 0; p < optimizer.groups()[g].params.size(); ++p) {
+      step.push_back(optimizer.state(g, p).exp_avg);
+      step.push_back(optimizer.state(g, p).exp_avg_sq);
+    }
+  }
+  const lt::CodegenCheck check = lt::check_codegen(step, device, arch);
+  int registers = 0, spills = 0, stack = 0, reductions = 0;
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const lt::KernelCompileCheck& k : check.kernels) {
+    registers = std::max(registers, k.registers);
+    spills += k.spill_bytes > 0;
+    stack += k.stack_bytes > 0;
+    reductions += k.reduction;
+    kernels.push_back({{"name", k.name},
+                       {"registers", k.registers},
+                       {"stack_bytes", k.stack_bytes},
+                       {"spill_bytes", k.spill_bytes},
+                       {"reduction", k.reduction},
+                       {"compiled", check.compiled}});
+  }
+  std::printf(
+      "%s %s step for %s (%s): %zu kernels %s; at most %d registers, %d with spills, "
+      "%d with a stack; %d reductions (their folds not generated yet), %d opaque ops "
+      "(the target's own routines)\n",
+      model.c_str(), device.c_str(), arch.c_str(), check.compiler.c_str(), check.kernels.size(),
+      check.compiled ? "compiled" : "FAILED to compile", registers, spills, stack, reductions,
+      check.opaque_ops);
+  if (!json_path.empty()) {
+    std::FILE* out = std::fopen(json_path.c_str(), "w");
+    if (out == nullptr) throw lt::Error("codegen-check: cannot write " + json_path);
+    const nlohmann::json report = {{"device", device},
+                                   {"model", model},
+                                   {"arch", arch},
+                                   {"compiler", check.compiler},
+                                   {"compiled", check.compiled},
+                                   {"opaque_ops", check.opaque_ops},
+                                   {"kernels", kernels}};
+    std::fprintf(out, "%s\n", report.dump(2).c_str());
+    std::fclose(out);
+  }
+  if (!check.compiled) std::fprintf(stderr, "%s\n", check.log.substr(0, 4000).c_str());
+  return check.compiled ? 0 : 1;
+}
+
+lt::tools::Command add_codegen_check_command(CLI::App& app) {
+  auto device = std::make_shared<std::string>("cuda");
+  auto model = std::make_shared<std::string>("base");
+  auto arch = std::make_shared<std::string>("sm_90");
+  auto json = std::make_shared<std::string>();
+  auto* check = app.add_subcommand(
+      "codegen-check", "compile one BERT training step's kernels for a device, without it");
+  check->add_option("--device", *device, "the device kind whose code generator runs: cuda");
+  check->add_option("--model", *model, "tiny, mini, base or large");
+  check->add_option("--arch", *arch, "the target architecture (sm_90)");
+  check->add_option("--json", *json,
+                    "also write {arch, kernels: [{name, registers, spill_bytes, compiled}]}");
+  return {check, [=] { return run_codegen_check(*device, *model, *arch, *json); }};
+}
+
 lt::tools::Command add_demo_command(CLI::App& app) {
   auto steps = std::make_shared<int>(5);
   auto* demo = app.add_subcommand("demo", "trace a few steps and print the metrics report");
@@ -140,6 +222,7 @@ int main(int argc, char** argv) {
       add_demo_command(app),
       add_params_command(app),
       add_devices_command(app),
+      add_codegen_check_command(app),
       lt::tools::add_adamw_command(app),
       lt::tools::add_scaling_command(app),
       lt::tools::add_train_command(app),

@@ -3,6 +3,7 @@
 #include "lazytensor/autocast.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/bert.h"
+#include "lazytensor/codegen_check.h"
 #include "lazytensor/device.h"
 #include "lazytensor/distributed.h"
 #include "lazytensor/distributed_optim.h"

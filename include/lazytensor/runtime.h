@@ -188,4 +188,26 @@ void clear_compile_caches();
 size_t compile_cache_entries();
 size_t kernel_cache_entries();
 
+// What lt::check_codegen (lazytensor/codegen_check.h) reports: each fused kernel of a step as a
+// device kind's compiler built it, without the device.
+struct KernelCompileCheck {
+  std::string name;
+  // A reduction's fold runs outside the generated kernel on the CPU and is not generated for
+  // this target yet: the check compiles the elementwise body that feeds it.
+  bool reduction = false;
+  int registers = 0;
+  int stack_bytes = 0;
+  int spill_bytes = 0;  // spill stores and loads
+};
+
+struct CodegenCheck {
+  std::string device;    // "cuda"
+  std::string arch;      // "sm_90"
+  std::string compiler;  // "NVRTC 13.0"
+  bool compiled = false;
+  std::string log;  // the compiler's log: errors, and its per-kernel report
+  std::vector<KernelCompileCheck> kernels;
+  int opaque_ops = 0;  // matrix products, gathers, sorts: each target's own routines, not generated
+};
+
 }  // namespace lt

@@ -27,6 +27,7 @@ struct Registry {
   std::mutex mu;
   std::map<DeviceType, BackendFactory> factories;
   std::map<DeviceType, AvailabilityProbe> probes;
+  std::map<DeviceType, CodegenChecker> checkers;
   // Lock-free lookups after creation: the hot paths (every upload, read and cut) ask.
   std::atomic<Backend*> backends[kDeviceTypes][kMaxDevices] = {};
   std::vector<Backend*> created;
@@ -99,6 +100,29 @@ std::vector<DeviceKind> device_kinds() {
   for (size_t t = 0; t < kDeviceTypes; ++t)
     kinds.push_back(status_of(r, static_cast<DeviceType>(t)));
   return kinds;
+}
+
+void register_codegen_checker(DeviceType type, CodegenChecker checker) {
+  Registry& r = registry_without_built_ins();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.checkers[type] = std::move(checker);
+}
+
+CodegenCheck check_codegen(DeviceType type,
+                           const std::vector<const compiler::KernelProgram*>& programs,
+                           const std::vector<std::string>& names, const std::string& arch) {
+  CodegenChecker checker;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    const auto it = r.checkers.find(type);
+    if (it == r.checkers.end()) {
+      throw Error(std::string("check_codegen: no code generator for ") + device_type_name(type) +
+                  " devices in this build");
+    }
+    checker = it->second;
+  }
+  return checker(programs, names, arch);
 }
 
 void unregister_backend(DeviceType type) {

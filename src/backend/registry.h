@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "compiler/kernel_program.h"
 #include "lazytensor/device.h"
+#include "lazytensor/runtime.h"
 
 namespace lt::backend {
 
@@ -36,6 +38,18 @@ using AvailabilityProbe = std::function<Availability()>;
 void register_device_probe(DeviceType type, AvailabilityProbe probe);
 // Every device kind, served or not, with whether it is available and why (lt::device_kinds).
 std::vector<DeviceKind> device_kinds();
+
+// A device kind's code generator and compiler, run without its device (lt::check_codegen): the
+// programs rendered in its dialect as functions named `names`, compiled for `arch`. The
+// result's per-kernel fields are filled in by name; the caller fills in the rest.
+using CodegenChecker =
+    std::function<CodegenCheck(const std::vector<const compiler::KernelProgram*>& programs,
+                               const std::vector<std::string>& names, const std::string& arch)>;
+void register_codegen_checker(DeviceType type, CodegenChecker checker);
+// lt::Error when no checker is registered for `type`.
+CodegenCheck check_codegen(DeviceType type,
+                           const std::vector<const compiler::KernelProgram*>& programs,
+                           const std::vector<std::string>& names, const std::string& arch);
 // Stops serving `type` (for tests). Backends already created stay alive, since buffers may
 // still point into them, and wait_device_ops() still waits for them.
 void unregister_backend(DeviceType type);

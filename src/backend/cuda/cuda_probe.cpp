@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "backend/cuda/cuda_source.h"
 #include "backend/registry.h"
+#include "lazytensor/error.h"
 
 namespace lt::backend::cuda {
 
@@ -33,10 +35,38 @@ Availability probe() {
   return {true, std::to_string(count) + (count == 1 ? " GPU" : " GPUs") + " under the CUDA driver"};
 }
 
+// lt::check_codegen for cuda: NVRTC compiles the programs' CUDA source.
+CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
+                   const std::vector<std::string>& names, const std::string& arch) {
+  std::string why;
+  const std::optional<Nvrtc> nvrtc = Nvrtc::open(&why);
+  if (!nvrtc) throw Error("check_codegen: cuda: " + why);
+  const CompileReport report = nvrtc->compile(generate_source(programs, names), arch);
+  CodegenCheck out;
+  out.device = "cuda";
+  out.arch = arch;
+  out.compiler = "NVRTC " + nvrtc->version();
+  out.compiled = report.compiled;
+  out.log = report.log;
+  for (const std::string& name : names) {
+    KernelCompileCheck kernel;
+    kernel.name = name;
+    for (const KernelReport& compiled : report.kernels) {
+      if (compiled.name != name) continue;
+      kernel.registers = compiled.registers;
+      kernel.stack_bytes = compiled.stack_bytes;
+      kernel.spill_bytes = compiled.spill_bytes;
+    }
+    out.kernels.push_back(kernel);
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_backend() {
   register_device_probe(DeviceType::cuda, probe);
+  register_codegen_checker(DeviceType::cuda, check);
 }
 
 }  // namespace lt::backend::cuda
