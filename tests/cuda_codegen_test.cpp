@@ -142,6 +142,7 @@ TEST(CudaCodegenTest, EveryKernelCompilesForSm90WithoutSpills) {
         symbols[i] + ":\n" +
         lt::backend::render_kernel(programs[i], symbols[i], lt::backend::KernelDialect::cuda)
             .substr(0, 1500));
+    EXPECT_TRUE(kernel.reported);  // its registers and frame were read from ptxas's report
     EXPECT_EQ(kernel.spill_bytes, 0);
     // CUDA's sinf and cosf reduce a huge argument (Payne-Hanek) through a small local array.
     EXPECT_LE(kernel.stack_bytes, uses_sin_or_cos(programs[i]) ? 64 : 0);
@@ -160,8 +161,7 @@ TEST(CudaCodegenTest, DialectsShareTheBodyAndDifferInTheLoop) {
   const std::string cpu = lt::backend::render_kernel(program, "f", lt::backend::KernelDialect::cpu);
   const std::string cuda =
       lt::backend::render_kernel(program, "f", lt::backend::KernelDialect::cuda);
-  EXPECT_NE(cuda.find("__global__ void f(const float* __restrict__ in0, float* out0"),
-            std::string::npos)
+  EXPECT_NE(cuda.find("__global__ void f(const float* in0, float* out0"), std::string::npos)
       << cuda;
   EXPECT_NE(cuda.find("i += (long long)gridDim.x * blockDim.x"), std::string::npos) << cuda;
   EXPECT_NE(cpu.find("for (long i = 0; i < n; ++i)"), std::string::npos) << cpu;

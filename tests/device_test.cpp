@@ -96,7 +96,14 @@ TEST_F(DeviceTest, EachDeviceAccountsForItsOwnMemory) {
 // CUDA one, which is how a new backend plugs in.
 TEST_F(DeviceTest, ARegisteredBackendServesItsDeviceType) {
   lt::backend::register_backend(DeviceType::cuda, lt::backend::cpu::make_backend);
-  const lt_test::Restore restore([] { lt::backend::unregister_backend(DeviceType::cuda); });
+  lt::backend::AvailabilityProbe cuda_probe =
+      lt::backend::register_device_probe(DeviceType::cuda, [] {
+        return lt::backend::Availability{true, "the CPU standing in"};
+      });
+  const lt_test::Restore restore([&] {
+    lt::backend::unregister_backend(DeviceType::cuda);
+    lt::backend::register_device_probe(DeviceType::cuda, std::move(cuda_probe));
+  });
   const Device cuda{DeviceType::cuda, 0};
   const lt::DeviceGuard guard(cuda);
   const std::vector<float> x0 = values(10);
@@ -136,6 +143,9 @@ TEST_F(DeviceTest, DeviceKindsSayWhatIsAvailableAndWhy) {
   ASSERT_EQ(kinds.size(), 3u);
   EXPECT_EQ(kinds[0].name, "cpu");
   EXPECT_TRUE(kinds[0].available);
+  // What the machine has, or lacks, is said too: the kinds' probes ran.
+  expect_mentions(kinds[1].reason, {"CUDA driver"});
+  expect_mentions(kinds[2].reason, {"OpenCL"});
   for (size_t k : {1, 2}) {
     SCOPED_TRACE(kinds[k].name);
     EXPECT_FALSE(kinds[k].available);  // no backend of this kind in this build yet

@@ -155,7 +155,7 @@ int run_codegen_check(const std::string& device, const std::string& model, const
                        {"stack_bytes", k.stack_bytes},
                        {"spill_bytes", k.spill_bytes},
                        {"reduction", k.reduction},
-                       {"compiled", check.compiled}});
+                       {"compiled", k.compiled}});
   }
   std::printf(
       "%s %s step for %s (%s): %zu kernels %s; at most %d registers, %d with spills, "

@@ -192,6 +192,7 @@ size_t kernel_cache_entries();
 // device kind's compiler built it, without the device.
 struct KernelCompileCheck {
   std::string name;
+  bool compiled = false;  // in the compiled binary, with the compiler's report of it
   // A reduction's fold runs outside the generated kernel on the CPU and is not generated for
   // this target yet: the check compiles the elementwise body that feeds it.
   bool reduction = false;

@@ -106,8 +106,8 @@ std::string signature(const KernelProgram& program, const std::string& symbol,
   if (dialect == KernelDialect::cuda) {
     out = "extern \"C\" __global__ void " + symbol + "(";
     for (int k = 0; k < program.num_inputs(); ++k) {
-      out += "const " + std::string(kernel_dtype(program.input_dtypes[k]).c_storage) +
-             "* __restrict__ in" + std::to_string(k) + ", ";
+      out += "const " + std::string(kernel_dtype(program.input_dtypes[k]).c_storage) + "* in" +
+             std::to_string(k) + ", ";
     }
     for (size_t k = 0; k < program.outputs.size(); ++k) {
       out += std::string(kernel_dtype(program.instrs[program.outputs[k]].dtype).c_storage) +

@@ -16,6 +16,7 @@ enum class KernelDialect {
   cpu,
   // CUDA C++ for NVRTC: extern "C" __global__ void f(const T* in0, ..., T* out0, ...,
   // const double* s, long long start, long long n), a grid-stride loop, scalars read where used.
+  // No __restrict__ on the arrays: an in-place update's output is an input's array.
   cuda,
 };
 

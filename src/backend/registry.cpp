@@ -3,6 +3,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "lazytensor/error.h"
@@ -27,6 +28,7 @@ struct Registry {
   std::mutex mu;
   std::map<DeviceType, BackendFactory> factories;
   std::map<DeviceType, AvailabilityProbe> probes;
+  std::map<DeviceType, Availability> probed;  // each probe's answer, asked once
   std::map<DeviceType, CodegenChecker> checkers;
   // Lock-free lookups after creation: the hot paths (every upload, read and cut) ask.
   std::atomic<Backend*> backends[kDeviceTypes][kMaxDevices] = {};
@@ -56,49 +58,71 @@ void register_backend(DeviceType type, BackendFactory factory) {
   Registry& r = registry_without_built_ins();
   std::lock_guard<std::mutex> lock(r.mu);
   r.factories[type] = std::move(factory);
-  r.probes.erase(type);
 }
 
-void register_device_probe(DeviceType type, AvailabilityProbe probe) {
+AvailabilityProbe register_device_probe(DeviceType type, AvailabilityProbe probe) {
   Registry& r = registry_without_built_ins();
   std::lock_guard<std::mutex> lock(r.mu);
+  r.probed.erase(type);
+  AvailabilityProbe previous = std::move(r.probes[type]);
   r.probes[type] = std::move(probe);
+  return previous;
 }
 
 namespace {
 
-// A kind's status from what the registry holds for it (the registry's lock held).
-DeviceKind status_of(const Registry& r, DeviceType type) {
+// What `type`'s probe finds, asked once per process (a probe may load a driver and start its
+// threads) and outside the registry's lock (the lock guards lookups on hot paths); nullopt for
+// a kind without a probe.
+std::optional<Availability> probe_of(Registry& r, DeviceType type) {
+  AvailabilityProbe probe;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (const auto it = r.probed.find(type); it != r.probed.end()) return it->second;
+    const auto it = r.probes.find(type);
+    if (it == r.probes.end() || !it->second) return std::nullopt;
+    probe = it->second;
+  }
+  const Availability found = probe();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.probed.emplace(type, found).first->second;
+}
+
+// A kind's status from whether a backend serves it and what its probe found.
+DeviceKind status_of(DeviceType type, bool served, const std::optional<Availability>& found) {
   DeviceKind kind{device_type_name(type), false, ""};
-  const bool served = r.factories.count(type) != 0;
-  const auto probe = r.probes.find(type);
-  if (probe == r.probes.end()) {
+  if (!found) {
     kind.available = served;
     kind.reason = served ? "" : std::string("this build has no ") + kind.name + " backend";
     return kind;
   }
-  const Availability found = probe->second();
-  kind.available = served && found.usable;
+  kind.available = served && found->usable;
   if (served) {
-    kind.reason = found.detail;
-  } else if (found.usable) {
+    kind.reason = found->detail;
+  } else if (found->usable) {
     kind.reason = std::string("this build has no ") + kind.name + " backend yet (the machine has " +
-                  found.detail + ")";
+                  found->detail + ")";
   } else {
     kind.reason =
-        std::string("this build has no ") + kind.name + " backend yet, and " + found.detail;
+        std::string("this build has no ") + kind.name + " backend yet, and " + found->detail;
   }
   return kind;
+}
+
+bool served(Registry& r, DeviceType type) {
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.factories.count(type) != 0;
 }
 
 }  // namespace
 
 std::vector<DeviceKind> device_kinds() {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
   std::vector<DeviceKind> kinds;
-  for (size_t t = 0; t < kDeviceTypes; ++t)
-    kinds.push_back(status_of(r, static_cast<DeviceType>(t)));
+  for (size_t t = 0; t < kDeviceTypes; ++t) {
+    const auto type = static_cast<DeviceType>(t);
+    kinds.push_back(status_of(type, served(r, type), probe_of(r, type)));
+  }
   return kinds;
 }
 
@@ -141,12 +165,13 @@ Backend& backend_for(const Device& device, const BackendSettings& settings) {
   if (Backend* backend = r.backends[type][device.index].load(std::memory_order_acquire)) {
     return *backend;
   }
+  // Only a device's first use gets here.
+  const std::optional<Availability> found = probe_of(r, device.type);
   std::lock_guard<std::mutex> lock(r.mu);
   if (Backend* backend = r.backends[type][device.index].load()) return *backend;
-  // Only a device's first use gets here: its kind is probed once per device.
-  const DeviceKind kind = status_of(r, device.type);
-  if (!kind.available) throw Error("device " + device.str() + " is unavailable: " + kind.reason);
   const auto factory = r.factories.find(device.type);
+  const DeviceKind kind = status_of(device.type, factory != r.factories.end(), found);
+  if (!kind.available) throw Error("device " + device.str() + " is unavailable: " + kind.reason);
   Backend* backend = factory->second(device.index, settings).release();
   r.created.push_back(backend);
   r.backends[type][device.index].store(backend, std::memory_order_release);

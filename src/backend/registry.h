@@ -22,8 +22,8 @@ namespace lt::backend {
 using BackendFactory =
     std::function<std::unique_ptr<Backend>(int index, const BackendSettings& settings)>;
 
-// Replaces any factory for `type`, and forgets its probe: a backend that needs something the
-// machine may lack registers its probe after its factory.
+// Replaces any factory for `type`. The kind's probe, if it has one, still decides whether the
+// machine can run it.
 void register_backend(DeviceType type, BackendFactory factory);
 
 // What a device kind needs from the machine (a driver, a platform): `usable` when it is there,
@@ -33,9 +33,10 @@ struct Availability {
   std::string detail;
 };
 using AvailabilityProbe = std::function<Availability()>;
-// A device kind's probe, run each time device_kinds() asks. A kind with a probe and no factory
-// is one the build knows but cannot serve yet; a kind with neither is unknown to the build.
-void register_device_probe(DeviceType type, AvailabilityProbe probe);
+// A device kind's probe, run once, the first time its kind's status is asked (device_kinds(),
+// a device's first use). A kind with a probe and no factory is one the build knows but cannot
+// serve yet; a kind with neither is unknown to the build. Returns the probe it replaces.
+AvailabilityProbe register_device_probe(DeviceType type, AvailabilityProbe probe);
 // Every device kind, served or not, with whether it is available and why (lt::device_kinds).
 std::vector<DeviceKind> device_kinds();
 

@@ -5,6 +5,7 @@
 
 #include "backend/registry.h"
 #include "compiler/fusion.h"
+#include "runtime/config.h"
 #include "runtime/graph_signature.h"
 
 namespace lt::runtime {
@@ -17,7 +18,10 @@ CodegenCheck check_codegen(const std::vector<ir::NodePtr>& roots, DeviceType typ
   GraphSignature signature;
   std::vector<uint32_t> root_outputs;
   build_graph(root_nodes, 0, graph, signature, root_outputs);
-  const std::vector<compiler::Kernel> kernels = compiler::partition(graph, {});
+  // Split as mark_step() splits it, kernel length included (LT_MAX_KERNEL_OPS).
+  compiler::FusionOptions options;
+  options.max_kernel_ops = config().max_kernel_ops;
+  const std::vector<compiler::Kernel> kernels = compiler::partition(graph, options);
   std::vector<const compiler::KernelProgram*> programs;
   std::vector<std::string> names;
   int opaque = 0;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,19 +94,32 @@ std::string Device::str() const {
 }
 
 namespace {
-// LT_DEVICE, read once: the default device of every thread until one sets its own.
-Device process_default_device() {
-  static const Device device = [] {
+// LT_DEVICE, read once: the default device of every thread that has not set its own, or why
+// the name is not one (said at each use, as an lt::Error, until a thread sets a device).
+struct ProcessDefault {
+  Device device;
+  std::string error;
+};
+const ProcessDefault& process_default() {
+  static const ProcessDefault chosen = [] {
     const char* name = std::getenv("LT_DEVICE");
-    return name && *name ? parse_device(name) : Device{};
+    if (name == nullptr || *name == '\0') return ProcessDefault{};
+    try {
+      return ProcessDefault{parse_device(name), ""};
+    } catch (const Error& e) {
+      return ProcessDefault{Device{}, std::string("LT_DEVICE: ") + e.what()};
+    }
   }();
-  return device;
+  return chosen;
 }
-thread_local Device t_default_device = process_default_device();
+thread_local std::optional<Device> t_default_device;  // set by set_default_device
 }  // namespace
 
 Device default_device() {
-  return t_default_device;
+  if (t_default_device) return *t_default_device;
+  const ProcessDefault& chosen = process_default();
+  if (!chosen.error.empty()) throw Error(chosen.error);
+  return chosen.device;
 }
 
 void set_default_device(const Device& device) {

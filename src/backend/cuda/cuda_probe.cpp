@@ -53,6 +53,7 @@ CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
     kernel.name = name;
     for (const KernelReport& compiled : report.kernels) {
       if (compiled.name != name) continue;
+      kernel.compiled = report.compiled && compiled.reported;
       kernel.registers = compiled.registers;
       kernel.stack_bytes = compiled.stack_bytes;
       kernel.spill_bytes = compiled.spill_bytes;

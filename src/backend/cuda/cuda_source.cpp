@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <regex>
 #include <string>
+#include <type_traits>
 
 #include "backend/kernel_source.h"
 
@@ -49,30 +50,21 @@ constexpr const char* kBuiltinShim = R"(
 #define __builtin_nan(s) __longlong_as_double(0x7ff8000000000000LL)
 )";
 
-// NVRTC's C API, the few calls used (nvrtc.h's types: a program is a pointer, results ints).
-using Program = void*;
-using CreateProgram = int (*)(Program*, const char*, const char*, int, const char* const*,
-                              const char* const*);
-using CompileProgram = int (*)(Program, int, const char* const*);
-using GetSize = int (*)(Program, size_t*);
-using GetText = int (*)(Program, char*);
-using DestroyProgram = int (*)(Program*);
-using Version = int (*)(int*, int*);
-
-template <class F>
-F symbol(void* library, const char* name) {
-  return reinterpret_cast<F>(dlsym(library, name));
-}
-
 // ptxas's -v report: per entry, "Compiling entry function 'f'", then "N bytes stack frame,
 // S bytes spill stores, L bytes spill loads" and "Used R registers".
 std::vector<KernelReport> parse_report(const std::string& log) {
+  // ptxas's -v report: per entry, "Compiling entry function 'f'"; then "Function properties for
+  // f" followed by "N bytes stack frame, S bytes spill stores, L bytes spill loads" (also given
+  // for device functions it did not inline: not the entry's); then "Used R registers".
   std::vector<KernelReport> kernels;
   static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex properties(R"(Function properties for (\S+))");
   static const std::regex frame(
       R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   static const std::regex used(R"(Used (\d+) registers)");
   std::smatch m;
+  std::string described;  // the function the next frame line belongs to
+  bool framed = false;
   size_t line_start = 0;
   while (line_start < log.size()) {
     size_t line_end = log.find('\n', line_start);
@@ -80,11 +72,17 @@ std::vector<KernelReport> parse_report(const std::string& log) {
     const std::string line = log.substr(line_start, line_end - line_start);
     if (std::regex_search(line, m, entry)) {
       kernels.push_back({m[1].str()});
-    } else if (!kernels.empty() && std::regex_search(line, m, frame)) {
+      framed = false;
+    } else if (std::regex_search(line, m, properties)) {
+      described = m[1].str();
+    } else if (!kernels.empty() && described == kernels.back().name &&
+               std::regex_search(line, m, frame)) {
       kernels.back().stack_bytes = std::stoi(m[1].str());
       kernels.back().spill_bytes = std::stoi(m[2].str()) + std::stoi(m[3].str());
+      framed = true;
     } else if (!kernels.empty() && std::regex_search(line, m, used)) {
       kernels.back().registers = std::stoi(m[1].str());
+      kernels.back().reported = framed;
     }
     line_start = line_end + 1;
   }
@@ -108,10 +106,23 @@ std::optional<Nvrtc> Nvrtc::open(std::string* why) {
   std::string tried;
   for (const char* name :
        {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
-    if (void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL)) {
-      if (symbol<CompileProgram>(library, "nvrtcCompileProgram") != nullptr) return Nvrtc(library);
-    }
+    void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     tried += (tried.empty() ? "" : ", ") + std::string(name);
+    if (library == nullptr) continue;
+    Nvrtc nvrtc;
+    const auto bind = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library, symbol));
+      return fn != nullptr;
+    };
+    // Every call used, or none: an NVRTC older than 11.1 has no CUBIN output.
+    if (bind(nvrtc.create_, "nvrtcCreateProgram") && bind(nvrtc.compile_, "nvrtcCompileProgram") &&
+        bind(nvrtc.log_size_, "nvrtcGetProgramLogSize") && bind(nvrtc.log_, "nvrtcGetProgramLog") &&
+        bind(nvrtc.cubin_size_, "nvrtcGetCUBINSize") &&
+        bind(nvrtc.destroy_, "nvrtcDestroyProgram") && bind(nvrtc.version_, "nvrtcVersion")) {
+      return nvrtc;
+    }
+    dlclose(library);
+    tried += " (too old: no CUBIN output)";
   }
   if (why != nullptr) *why = "no NVRTC library (tried " + tried + ")";
   return std::nullopt;
@@ -119,34 +130,29 @@ std::optional<Nvrtc> Nvrtc::open(std::string* why) {
 
 std::string Nvrtc::version() const {
   int major = 0, minor = 0;
-  if (const auto get = symbol<Version>(library_, "nvrtcVersion")) get(&major, &minor);
+  version_(&major, &minor);
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
 CompileReport Nvrtc::compile(const std::string& source, const std::string& arch) const {
-  const auto create = symbol<CreateProgram>(library_, "nvrtcCreateProgram");
-  const auto compile_program = symbol<CompileProgram>(library_, "nvrtcCompileProgram");
-  const auto log_size = symbol<GetSize>(library_, "nvrtcGetProgramLogSize");
-  const auto get_log = symbol<GetText>(library_, "nvrtcGetProgramLog");
-  const auto cubin_size = symbol<GetSize>(library_, "nvrtcGetCUBINSize");
-  const auto destroy = symbol<DestroyProgram>(library_, "nvrtcDestroyProgram");
   CompileReport report;
   Program program = nullptr;
-  if (create(&program, source.c_str(), "lazytensor_kernels.cu", 0, nullptr, nullptr) != 0) {
+  if (create_(&program, source.c_str(), "lazytensor_kernels.cu", 0, nullptr, nullptr) != 0) {
     report.log = "nvrtcCreateProgram failed";
     return report;
   }
   const std::string arch_option = "--gpu-architecture=" + arch;
   const char* options[] = {arch_option.c_str(), "-default-device", "--std=c++17", "--fmad=false",
                            "--ptxas-options=-v"};
-  const int status = compile_program(program, 5, options);
+  const int status = compile_(program, 5, options);
   size_t size = 0;
-  log_size(program, &size);
+  log_size_(program, &size);
   report.log.assign(size, '\0');
-  if (size > 0) get_log(program, report.log.data());
+  if (size > 0) log_(program, report.log.data());
+  if (!report.log.empty() && report.log.back() == '\0') report.log.pop_back();
   size_t binary = 0;
-  report.compiled = status == 0 && cubin_size(program, &binary) == 0 && binary > 0;
-  destroy(&program);
+  report.compiled = status == 0 && cubin_size_(program, &binary) == 0 && binary > 0;
+  destroy_(&program);
   report.kernels = parse_report(report.log);
   return report;
 }

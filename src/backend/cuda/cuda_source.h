@@ -18,6 +18,7 @@ std::string generate_source(const std::vector<const compiler::KernelProgram*>& p
 
 struct KernelReport {
   std::string name;
+  bool reported = false;  // ptxas reported its registers and its frame
   int registers = 0;
   int stack_bytes = 0;
   int spill_bytes = 0;  // spill stores and loads
@@ -31,7 +32,8 @@ struct CompileReport {
 
 class Nvrtc {
  public:
-  // The NVRTC library of the CUDA toolkit, or nullopt with `why` it is not there.
+  // The NVRTC library of the CUDA toolkit with every call used here, or nullopt with `why` it
+  // is not there.
   static std::optional<Nvrtc> open(std::string* why);
   // "13.0".
   std::string version() const;
@@ -41,8 +43,16 @@ class Nvrtc {
   CompileReport compile(const std::string& source, const std::string& arch) const;
 
  private:
-  explicit Nvrtc(void* library) : library_(library) {}
-  void* library_;
+  // NVRTC's C API, the calls used (nvrtc.h's types: a program is a pointer, results ints).
+  using Program = void*;
+  int (*create_)(Program*, const char*, const char*, int, const char* const*,
+                 const char* const*) = nullptr;
+  int (*compile_)(Program, int, const char* const*) = nullptr;
+  int (*log_size_)(Program, size_t*) = nullptr;
+  int (*log_)(Program, char*) = nullptr;
+  int (*cubin_size_)(Program, size_t*) = nullptr;
+  int (*destroy_)(Program*) = nullptr;
+  int (*version_)(int*, int*) = nullptr;
 };
 
 }  // namespace lt::backend::cuda

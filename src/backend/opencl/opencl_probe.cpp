@@ -40,7 +40,9 @@ Availability probe() {
     return {false, "no OpenCL platform (an ICD such as Debian's pocl-opencl-icd is not installed)"};
   }
   std::vector<PlatformId> platforms(count);
-  platform_ids(count, platforms.data(), nullptr);
+  if (platform_ids(count, platforms.data(), nullptr) != 0) {
+    return {false, "the OpenCL loader did not list its platforms"};
+  }
   std::string found;
   ClUint devices = 0;
   for (PlatformId platform : platforms) {
