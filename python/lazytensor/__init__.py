@@ -637,7 +637,7 @@ def where(condition, input, other):
     like = input if isinstance(input, Tensor) else other if isinstance(other, Tensor) else None
     kind = like.dtype if like is not None else float32
     if any(isinstance(v, _builtins.float) for v in (input, other)) and \
-            kind not in (float32, float64, bfloat16, float16):
+            kind not in _FLOATING_DTYPES:
         kind = float32
 
     def as_tensor(v):
@@ -681,7 +681,7 @@ from ._selection import argsort, cumsum, gather, multinomial, randperm, sort  # 
 from ._selection import take_along_dim, topk  # noqa: E402
 from ._selection import attach as _attach_selection  # noqa: E402
 from ._einsum import einsum  # noqa: E402
-from ._tensor_methods import outer  # noqa: E402
+from ._tensor_methods import FLOATING_DTYPES as _FLOATING_DTYPES, outer  # noqa: E402
 from ._tensor_methods import attach as _attach_tensor_methods  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from ._pieces import attach as _attach_pieces  # noqa: E402

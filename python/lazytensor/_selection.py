@@ -81,8 +81,8 @@ def minimum_of(self, dim=None, keepdim=False):
     """The smallest element, or with ``dim`` the (values, indices) along it (first position on
     ties), as torch.min: the largest of the negated values, negated back; integers and bool
     negate with ~, which never overflows (-x - 1, logical not)."""
-    floating = self.dtype in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16,
-                              _C.dtype.float16)
+    from ._tensor_methods import FLOATING_DTYPES
+    floating = self.dtype in FLOATING_DTYPES
 
     def negate(t):
         return -t if floating else ~t

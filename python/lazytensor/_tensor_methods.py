@@ -1,6 +1,12 @@
 """Tensor methods of PyTorch's that are one or two of the engine's ops: new_* factories,
 uniform_/normal_, masked_fill_, expand_as/view_as, any/all, and torch.outer."""
-from ._C import Tensor
+from ._C import Tensor, dtype
+
+FLOATING_DTYPES = (dtype.float32, dtype.float64, dtype.bfloat16, dtype.float16)
+
+
+def is_floating_point(self):
+    return self.dtype in FLOATING_DTYPES
 
 
 def _new(make):
@@ -71,5 +77,5 @@ def attach():
     Tensor.new_ones = _new(lambda size, dtype: ones(*size, dtype=dtype))
     Tensor.new_empty = _new(lambda size, dtype: empty(*size, dtype=dtype))
     for fn in (new_full, new_tensor, uniform_, normal_, masked_fill_, expand_as, view_as, any, all,
-               outer):
+               outer, is_floating_point):
         setattr(Tensor, fn.__name__, fn)

@@ -45,6 +45,9 @@ class _Optimizer:
             self._engine.set_group_options(i, self._options(g))
         self._engine.step()
 
+    def _load_state(self, group, index, step, tensors):
+        self._engine.load_state(group, index, step, tensors)
+
     def state_of(self, group, index):
         return self._engine.state(group, index)
 
@@ -125,9 +128,6 @@ class AdamW(_Optimizer):
         self.flavor = flavor
         self._engine = _C.AdamW([(g["params"], self._options(g)) for g in self.param_groups], flavor)
 
-    def _load_state(self, group, index, step, tensors):
-        self._engine.load_state(group, index, step, tensors)
-
     @staticmethod
     def _options(g):
         o = _C.AdamWOptions()
@@ -146,9 +146,6 @@ class SGD(_Optimizer):
                         weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(_groups(params, defaults))
         self._engine = _C.SGD([(g["params"], self._options(g)) for g in self.param_groups])
-
-    def _load_state(self, group, index, step, tensors):
-        self._engine.load_state(group, index, step, tensors)
 
     @staticmethod
     def _options(g):
