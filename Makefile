@@ -4,7 +4,7 @@ BUILD ?= build/release
 JOBS ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev \
   libopenblas-dev libdnnl-dev libutf8proc-dev libgd-dev fortunes python3-venv python3-dev \
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin ocl-icd-libopencl1 pocl-opencl-icd
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps models python-env torch-env build python-install run test test-parts test-cpp test-python \
@@ -66,8 +66,9 @@ test: $(TEST_PARTS)
 test-parts:
 	@echo deps models build $(TEST_PARTS)
 
+# LT_REQUIRE_OPENCL: the OpenCL tests fail, rather than skip, if PoCL (installed above) is missing.
 test-cpp: build models
-	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	LT_REQUIRE_OPENCL=1 ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 test-python: build models
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PY) -m pytest -q tests/python
@@ -108,11 +109,12 @@ test-torch: torch-env
 # of a step or two and the failed-step runs keep those paths under both sanitizers. Under
 # TSan also the command's training runs, the head-at-predicted-tokens check and the fuzz seeds
 # again with short kernels: the same threads and hand-offs as the tests kept there, for 551
-# more seconds (ASan runs them). The CUDA kernels' NVRTC compile runs in the release build only:
-# NVRTC is not instrumented (its allocations and threads would be reported, as MPI's are).
+# more seconds (ASan runs them). The CUDA kernels' NVRTC compile and the OpenCL kernels on PoCL
+# run in the release build only: NVRTC and PoCL's compiler and threads are not instrumented
+# (their allocations and threads would be reported, as MPI's are).
 SANITIZER_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_BUILD_BENCHMARKS=OFF \
   -DLAZYTENSOR_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-SANITIZER_SKIP := TinyBertTrainsOnRealText|TinyBertUnderAutocastTracksTheFp32LossCurve|EveryKernelCompilesForSm90|CodegenCheckCompilesAStepsKernelsForCuda
+SANITIZER_SKIP := TinyBertTrainsOnRealText|TinyBertUnderAutocastTracksTheFp32LossCurve|EveryKernelCompilesForSm90|CodegenCheckCompilesAStepsKernelsForCuda|OpenClCodegenTest.EveryKernel
 TSAN_SKIP := $(SANITIZER_SKIP)|CliTest.Train|LossAtThePredictedTokens|FixedSeedsWithShortKernels
 test-sanitize: test-asan test-tsan
 test-asan: deps models

@@ -284,6 +284,28 @@ TEST_F(CliTest, CodegenCheckCompilesAStepsKernelsForCuda) {
   }
 }
 
+// Every kernel of a real training step, as OpenCL C, builds on the OpenCL device (PoCL in CI).
+TEST_F(CliTest, CodegenCheckBuildsAStepsKernelsForOpenCl) {
+  const fs::path report = dir_.path() / "codegen.json";
+  const Outcome r =
+      run({"codegen-check", "--device", "opencl", "--model", "tiny", "--json", report.string()});
+  const char* required = std::getenv("LT_REQUIRE_OPENCL");
+  if (r.exit_code != 0 && r.err.find("no OpenCL") != std::string::npos &&
+      !(required != nullptr && std::string(required) == "1")) {
+    GTEST_SKIP() << r.err;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const json j = json::parse(in);
+  EXPECT_FALSE(j["arch"].get<std::string>().empty());  // the device's name
+  EXPECT_TRUE(j["compiled"].get<bool>());
+  ASSERT_GT(j["kernels"].size(), 50u);
+  for (const json& kernel : j["kernels"]) {
+    SCOPED_TRACE(kernel.dump());
+    EXPECT_TRUE(kernel["compiled"].get<bool>());
+  }
+}
+
 // The dump lets outside checks replay the steps in PyTorch: the files must hold every tensor,
 // and the final parameters must be HuggingFace AdamW's.
 TEST_F(CliTest, AdamwDumpWritesManifestAndRawTensors) {

@@ -142,7 +142,8 @@ int run_codegen_check(const std::string& device, const std::string& model, const
       step.push_back(optimizer.state(g, p).exp_avg_sq);
     }
   }
-  const lt::CodegenCheck check = lt::check_codegen(step, device, arch);
+  const lt::CodegenCheck check =
+      lt::check_codegen(step, device, arch.empty() && device == "cuda" ? "sm_90" : arch);
   int registers = 0, spills = 0, stack = 0, reductions = 0;
   nlohmann::json kernels = nlohmann::json::array();
   for (const lt::KernelCompileCheck& k : check.kernels) {
@@ -157,22 +158,24 @@ int run_codegen_check(const std::string& device, const std::string& model, const
                        {"reduction", k.reduction},
                        {"compiled", k.compiled}});
   }
+  // Registers, stack and spills where the compiler reports them (NVRTC's ptxas; OpenCL does not).
+  const std::string resources = registers > 0
+                                    ? "; at most " + std::to_string(registers) + " registers, " +
+                                          std::to_string(spills) + " with spills, " +
+                                          std::to_string(stack) + " with a stack"
+                                    : "";
   std::printf(
-      "%s %s step for %s (%s): %zu kernels %s; at most %d registers, %d with spills, "
-      "%d with a stack; %d reductions (their folds not generated yet), %d opaque ops "
-      "(the target's own routines)\n",
-      model.c_str(), device.c_str(), arch.c_str(), check.compiler.c_str(), check.kernels.size(),
-      check.compiled ? "compiled" : "FAILED to compile", registers, spills, stack, reductions,
-      check.opaque_ops);
+      "%s %s step for %s (%s): %zu kernels %s%s; %d reductions (their folds not generated "
+      "yet), %d opaque ops (the target's own routines)\n",
+      model.c_str(), device.c_str(), check.arch.c_str(), check.compiler.c_str(),
+      check.kernels.size(), check.compiled ? "compiled" : "FAILED to compile", resources.c_str(),
+      reductions, check.opaque_ops);
   if (!json_path.empty()) {
     std::FILE* out = std::fopen(json_path.c_str(), "w");
     if (out == nullptr) throw lt::Error("codegen-check: cannot write " + json_path);
-    const nlohmann::json report = {{"device", device},
-                                   {"model", model},
-                                   {"arch", arch},
-                                   {"compiler", check.compiler},
-                                   {"compiled", check.compiled},
-                                   {"opaque_ops", check.opaque_ops},
+    const nlohmann::json report = {{"device", device},           {"model", model},
+                                   {"arch", check.arch},         {"compiler", check.compiler},
+                                   {"compiled", check.compiled}, {"opaque_ops", check.opaque_ops},
                                    {"kernels", kernels}};
     std::fprintf(out, "%s\n", report.dump(2).c_str());
     std::fclose(out);
@@ -184,13 +187,16 @@ int run_codegen_check(const std::string& device, const std::string& model, const
 lt::tools::Command add_codegen_check_command(CLI::App& app) {
   auto device = std::make_shared<std::string>("cuda");
   auto model = std::make_shared<std::string>("base");
-  auto arch = std::make_shared<std::string>("sm_90");
+  auto arch = std::make_shared<std::string>();
   auto json = std::make_shared<std::string>();
   auto* check = app.add_subcommand(
       "codegen-check", "compile one BERT training step's kernels for a device, without it");
-  check->add_option("--device", *device, "the device kind whose code generator runs: cuda");
+  check->add_option("--device", *device,
+                    "the device kind whose code generator runs: cuda (NVRTC) or opencl (the "
+                    "OpenCL device's compiler)");
   check->add_option("--model", *model, "tiny, mini, base or large");
-  check->add_option("--arch", *arch, "the target architecture (sm_90)");
+  check->add_option("--arch", *arch,
+                    "cuda: the target architecture (default sm_90); opencl: the device's own");
   check->add_option("--json", *json,
                     "also write {arch, kernels: [{name, registers, spill_bytes, compiled}]}");
   return {check, [=] { return run_codegen_check(*device, *model, *arch, *json); }};

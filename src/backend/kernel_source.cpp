@@ -24,14 +24,52 @@ const DTypeInfo& kernel_dtype(DType dtype) {
   return info;
 }
 
-// `value`, a register of any type, converted to a register of `dtype`.
-std::string cast(DType dtype, const std::string& value) {
-  return std::string(kernel_dtype(dtype).c_cast) + "(" + value + ")";
+// OpenCL C's name for a C++ type of the dtype table.
+std::string opencl_type(const std::string& type) {
+  if (type == "long long") return "long";
+  if (type == "unsigned short") return "ushort";
+  if (type == "unsigned char") return "uchar";
+  return type;
 }
 
-std::string number(DType dtype, const std::string& value) {
+// A conversion or helper of the dtype table as the dialect spells it: OpenCL C has neither
+// namespaces nor static_cast.
+std::string spelled(const char* name, KernelDialect dialect) {
+  std::string text = name;
+  if (dialect != KernelDialect::opencl) return text;
+  const std::string ns = "lt_kernel::";
+  if (text.rfind(ns, 0) == 0) return text.substr(ns.size());
+  const std::string cast = "static_cast<";
+  if (text.rfind(cast, 0) == 0) {
+    return std::string("(") + opencl_type(text.substr(cast.size(), text.size() - cast.size() - 1)) +
+           ")";
+  }
+  return text;
+}
+
+// The element type in memory and in registers. OpenCL kernels take no bool arrays (its size is
+// the implementation's): bool is stored as a byte there.
+std::string storage_type(DType dtype, KernelDialect dialect) {
   const DTypeInfo& info = kernel_dtype(dtype);
-  if (!info.wide_register) return cast(dtype, value);
+  if (dialect != KernelDialect::opencl) return info.c_storage;
+  return dtype == DType::boolean ? "uchar" : opencl_type(info.c_storage);
+}
+std::string register_type(DType dtype, KernelDialect dialect) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  return dialect == KernelDialect::opencl ? opencl_type(info.c_register) : info.c_register;
+}
+
+// `value`, a register of any type, converted to a register of `dtype`.
+std::string cast(DType dtype, const std::string& value, KernelDialect dialect) {
+  return spelled(kernel_dtype(dtype).c_cast, dialect) + "(" + value + ")";
+}
+
+std::string number(DType dtype, const std::string& value, KernelDialect dialect) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  if (!info.wide_register) return cast(dtype, value, dialect);
+  if (dialect == KernelDialect::opencl) {
+    return "((" + register_type(dtype, dialect) + ")(" + value + "))";
+  }
   return "static_cast<" + std::string(info.c_register) + ">(" + value + ")";
 }
 
@@ -103,17 +141,25 @@ bool rounded_in_kernel(const KernelProgram& program, int32_t r) {
 std::string signature(const KernelProgram& program, const std::string& symbol,
                       KernelDialect dialect) {
   std::string out;
-  if (dialect == KernelDialect::cuda) {
-    out = "extern \"C\" __global__ void " + symbol + "(";
+  if (dialect != KernelDialect::cpu) {
+    const bool opencl = dialect == KernelDialect::opencl;
+    const std::string array = opencl ? "__global " : "";
+    out = (opencl ? "__kernel void " : "extern \"C\" __global__ void ") + symbol + "(";
     for (int k = 0; k < program.num_inputs(); ++k) {
-      out += "const " + std::string(kernel_dtype(program.input_dtypes[k]).c_storage) + "* in" +
+      out += array + "const " + storage_type(program.input_dtypes[k], dialect) + "* in" +
              std::to_string(k) + ", ";
     }
     for (size_t k = 0; k < program.outputs.size(); ++k) {
-      out += std::string(kernel_dtype(program.instrs[program.outputs[k]].dtype).c_storage) +
-             "* out" + std::to_string(k) + ", ";
+      out += array + storage_type(program.instrs[program.outputs[k]].dtype, dialect) + "* out" +
+             std::to_string(k) + ", ";
     }
-    return out + "const double* __restrict__ s, long long start, long long n) {\n";
+    if (!opencl) return out + "const double* __restrict__ s, long long start, long long n) {\n";
+    if (opencl_scalars_by_value(program)) {
+      for (int k = 0; k < program.num_scalars; ++k) out += "double s" + std::to_string(k) + ", ";
+    } else {
+      out += "__global const double* s, ";
+    }
+    return out + "long start, long n) {\n";
   }
   out = "extern \"C\" void " + symbol +
         "(const void* const* in, void* const* out, const double* s, long start, long n) {\n";
@@ -132,20 +178,31 @@ std::string signature(const KernelProgram& program, const std::string& symbol,
 
 }  // namespace
 
+bool opencl_scalars_by_value(const KernelProgram& program) {
+  // 8 bytes a scalar and a pointer, and the two counts, within the 1024 bytes of arguments
+  // every OpenCL device takes.
+  const size_t words = static_cast<size_t>(program.num_scalars) +
+                       static_cast<size_t>(program.num_inputs()) + program.outputs.size() + 2;
+  return words * 8 <= 1024;
+}
+
 std::string render_kernel(const KernelProgram& program, const std::string& symbol,
                           KernelDialect dialect) {
   const bool cuda = dialect == KernelDialect::cuda;
+  const bool opencl = dialect == KernelDialect::opencl;
+  const std::string helpers = opencl ? "" : "lt_kernel::";
   std::string out = signature(program, symbol, dialect);
-  // Constants are loop-invariant: hoisted. So are scalars on the CPU; on a GPU each is read
-  // where the body needs it, so that hundreds of them (a multi-tensor optimizer's) do not all
-  // take a register for the whole loop.
+  // Constants are loop-invariant: hoisted. So are scalars on the CPU and OpenCL's by value; on
+  // a GPU each scalar of memory is read where the body needs it, so that hundreds of them (a
+  // multi-tensor optimizer's) do not all take a register for the whole loop.
   std::string body;
   bool counts_positions = false;
   for (size_t r = 0; r < program.instrs.size(); ++r) {
     const Instr& instr = program.instrs[r];
     const DTypeInfo& info = kernel_dtype(instr.dtype);
     const std::string decl =
-        "const " + std::string(info.c_register) + " " + reg(static_cast<int32_t>(r)) + " = ";
+        "const " + register_type(instr.dtype, dialect) + " " + reg(static_cast<int32_t>(r)) + " = ";
+    const std::string index = std::to_string(instr.index);
     switch (instr.kind) {
       // Numbers at register precision (a bf16 or f16 op's number was rounded to it when traced).
       case InstrKind::Scalar:
@@ -153,36 +210,41 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
           // A volatile read is not hoisted: NVVM otherwise lifts every scalar out of the loop,
           // and a kernel of hundreds (a multi-tensor optimizer's) spills them all.
           body += "    " + decl +
-                  number(instr.dtype,
-                         "((const volatile double*)s)[" + std::to_string(instr.index) + "]") +
+                  number(instr.dtype, "((const volatile double*)s)[" + index + "]", dialect) +
                   ";\n";
+        } else if (opencl && !opencl_scalars_by_value(program)) {
+          body += "    " + decl + number(instr.dtype, "s[" + index + "]", dialect) + ";\n";
         } else {
-          out +=
-              "  " + decl + number(instr.dtype, "s[" + std::to_string(instr.index) + "]") + ";\n";
+          const std::string read = opencl ? "s" + index : "s[" + index + "]";
+          out += "  " + decl + number(instr.dtype, read, dialect) + ";\n";
         }
         break;
       case InstrKind::Constant:
-        out += "  " + decl + number(instr.dtype, literal(instr.constant)) + ";\n";
+        out += "  " + decl + number(instr.dtype, literal(instr.constant), dialect) + ";\n";
         break;
       case InstrKind::Input: {
-        const std::string element = "in" + std::to_string(instr.index) + "[i]";
-        const std::string loaded =
-            info.wide_register ? std::string(info.c_load) + "(" + element + ")" : element;
+        const std::string element = "in" + index + "[i]";
+        std::string loaded = element;
+        if (info.wide_register) {
+          loaded = spelled(info.c_load, dialect) + "(" + element + ")";
+        } else if (opencl && instr.dtype == DType::boolean) {
+          loaded = element + " != 0";
+        }
         body += "    " + decl + loaded + ";\n";
         break;
       }
       case InstrKind::Op: {
         if (instr.op == ir::OpKind::Cast) {
-          body += "    " + decl + cast(instr.dtype, reg(instr.args[0])) + ";\n";
+          body += "    " + decl + cast(instr.dtype, reg(instr.args[0]), dialect) + ";\n";
           break;
         }
         if (instr.op == ir::OpKind::Iota) {
-          body += "    " + decl + number(instr.dtype, "start + i") + ";\n";
+          body += "    " + decl + number(instr.dtype, "start + i", dialect) + ";\n";
           break;
         }
         if (instr.op == ir::OpKind::StochasticRound) {
-          body += "    " + decl + "lt_kernel::lt_round_bf16_stochastic(" + reg(instr.args[0]) +
-                  ", " + reg(instr.args[1]) + ", position, " + std::to_string(instr.index) + ");\n";
+          body += "    " + decl + helpers + "lt_round_bf16_stochastic(" + reg(instr.args[0]) +
+                  ", " + reg(instr.args[1]) + ", position, " + index + ");\n";
           counts_positions = true;
           break;
         }
@@ -192,8 +254,13 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
             throw Error(std::string("codegen: Bernoulli draws of ") + info.name +
                         "; they need a floating dtype and f64 key and probability");
           }
-          body += "    " + decl + "lt_kernel::lt_bernoulli<" + info.c_register + ">(" +
-                  reg(instr.args[0]) + ", " + reg(instr.args[1]) + ", position);\n";
+          const std::string draw =
+              std::string("(") + reg(instr.args[0]) + ", " + reg(instr.args[1]) + ", position)";
+          body +=
+              "    " + decl +
+              (opencl ? cast(instr.dtype, "lt_bernoulli" + draw, dialect)
+                      : "lt_kernel::lt_bernoulli<" + std::string(info.c_register) + ">" + draw) +
+              ";\n";
           counts_positions = true;
           break;
         }
@@ -203,13 +270,16 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
           throw Error(std::string("codegen: op ") + ir::op_info(instr.op).name +
                       " has no kernel for dtype " + info.name);
         }
-        std::string call = "lt_kernel::" + std::string(ir::op_info(instr.op).name) + "Fn{}(";
+        // The op table's row: a functor of the C++ preludes, a function of OpenCL's.
+        std::string call = opencl
+                               ? "lt_op_" + std::string(ir::op_info(instr.op).name) + "("
+                               : "lt_kernel::" + std::string(ir::op_info(instr.op).name) + "Fn{}(";
         for (int a = 0; a < 3 && instr.args[a] >= 0; ++a) {
           call += (a ? ", " : "") + reg(instr.args[a]);
         }
         call += ")";
         if (info.wide_register && !result_is_exact(program, instr)) {
-          call = cast(instr.dtype, call);  // rounded to the dtype
+          call = cast(instr.dtype, call, dialect);  // rounded to the dtype
         }
         body += "    " + decl + call + ";\n";
         break;
@@ -221,13 +291,14 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
   // vectorizer there is no dependence between iterations, which is true for any such aliasing.
   // Random bits take the position modulo 2^32 from a counter of its own: computed from the
   // 64-bit index, it would keep the vector loop in 64-bit lanes (a quarter slower on bf16 AdamW).
-  if (cuda) {
+  if (dialect != KernelDialect::cpu) {
     // A grid-stride loop: any grid covers any n.
-    out +=
-        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
-        "       i += (long long)gridDim.x * blockDim.x) {\n";
+    out += cuda ? "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+                  "       i += (long long)gridDim.x * blockDim.x) {\n"
+                : "  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n";
     if (counts_positions) {
-      out += "    const unsigned int position = static_cast<unsigned int>(start + i);\n";
+      out += cuda ? "    const unsigned int position = static_cast<unsigned int>(start + i);\n"
+                  : "    const uint position = (uint)(start + i);\n";
     }
     out += body;
   } else {
@@ -236,7 +307,8 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
            (counts_positions ? ", ++position" : "") + ") {\n" + body;
   }
   for (size_t k = 0; k < program.outputs.size(); ++k) {
-    const DTypeInfo& info = dtype_info(program.instrs[program.outputs[k]].dtype);
+    const DType dtype = program.instrs[program.outputs[k]].dtype;
+    const DTypeInfo& info = dtype_info(dtype);
     const std::string value = reg(program.outputs[k]);
     // A register that holds a value of the dtype is stored by dropping the bits it does not
     // have (storing rounds nothing then; one rounded here has no NaN to quiet either); others
@@ -247,7 +319,9 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
       const char* store = rounded_in_kernel(program, r)   ? info.c_store_rounded
                           : holds_dtype_value(program, r) ? info.c_store_exact
                                                           : info.c_store;
-      stored = std::string(store) + "(" + value + ")";
+      stored = spelled(store, dialect) + "(" + value + ")";
+    } else if (opencl && dtype == DType::boolean) {
+      stored = "(uchar)(" + value + ")";
     }
     out += "    out" + std::to_string(k) + "[i] = " + stored + ";\n";
   }

@@ -3,7 +3,8 @@
 // instruction, over the kernel prelude's functors, so every target computes the same
 // expressions as the interpreter) is shared; the dialect spells the signature, the loop over
 // the elements and how scalars are read. The prelude itself is the target's (the CPU's
-// kernel_prelude.h; the CUDA target compiles the same one through a shim of builtins).
+// kernel_prelude.h; the CUDA target compiles the same one through a shim of builtins; OpenCL C
+// has its own, backend/opencl/opencl_prelude.cpp).
 #include <string>
 
 #include "compiler/kernel_program.h"
@@ -18,7 +19,15 @@ enum class KernelDialect {
   // const double* s, long long start, long long n), a grid-stride loop, scalars read where used.
   // No __restrict__ on the arrays: an in-place update's output is an input's array.
   cuda,
+  // OpenCL C 1.2: __kernel void f(__global const T* in0, ..., __global T* out0, ..., scalars,
+  // long start, long n), a grid-stride loop. Scalars are passed by value (double s0, ...) while
+  // they fit the arguments every device takes (opencl_scalars_by_value), else as one array
+  // (__global const double* s) read where used. bool is stored as uchar.
+  opencl,
 };
+
+// Whether an OpenCL kernel of `program` takes its scalars by value.
+bool opencl_scalars_by_value(const compiler::KernelProgram& program);
 
 // `program` as one function named `symbol` (the prelude not included). Throws lt::Error for an
 // op the program's dtypes have no kernel for.

@@ -205,6 +205,30 @@ inline T lt_minimum(T a, T b) {
   return (a != a || b != b) ? a + b : (a < b ? a : b);
 }
 
+// softplus(a, beta, threshold), op_table.def's row.
+template <class T>
+inline T lt_softplus(T a, T b, T c) {
+  const T z = a * b, e = lt_exp(z), u = T(1) + e;
+  return z > c ? a : (u == T(1) ? e : lt_log(u) * e / (u - T(1))) / b;
+}
+// The 8-bit maps by name, as every target's prelude spells them.
+template <class T>
+inline T lt_dequantize_signed8(T code) {
+  return lt_dynamic8_value<false>(code);
+}
+template <class T>
+inline T lt_quantize_signed8(T x) {
+  return lt_dynamic8_code<false>(x);
+}
+template <class T>
+inline T lt_dequantize_unsigned8(T code) {
+  return lt_dynamic8_value<true>(code);
+}
+template <class T>
+inline T lt_quantize_unsigned8(T x) {
+  return lt_dynamic8_code<true>(x);
+}
+
 #define LT_UNARY(Name, name, expr, ref) \
   struct Name##Fn {                     \
     template <class T>                  \

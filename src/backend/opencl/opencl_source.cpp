@@ -1,0 +1,103 @@
+#include "backend/opencl/opencl_source.h"
+
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/kernel_source.h"
+#include "backend/opencl/opencl_prelude.h"
+#include "ir/dtype_traits.h"
+#include "ir/op_semantics.h"
+#include "ir/ops.h"
+
+namespace lt::backend::opencl {
+
+namespace {
+
+// The op table's rows as text: each op's kernel expression over a, b, c of type T.
+struct OpRow {
+  const char* name;
+  int arity;
+  const char* expression;
+};
+constexpr OpRow kOpRows[] = {
+#define LT_UNARY(Name, name, expr, ref) {#Name, 1, #expr},
+#define LT_BINARY(Name, name, expr, ref) {#Name, 2, #expr},
+#define LT_TERNARY(Name, name, expr, ref) {#Name, 3, #expr},
+#include "ir/op_table.def"
+#undef LT_UNARY
+#undef LT_BINARY
+#undef LT_TERNARY
+};
+
+std::string float_literal(float value) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%af", static_cast<double>(value));
+  return text;
+}
+
+std::string levels_table(const char* name, const lt_kernel::LtDynamicLevels& levels) {
+  std::string out = "__constant LtDynamicLevels " + std::string(name) + " = {{";
+  for (int i = 0; i < 7; ++i) out += (i ? ", " : "") + float_literal(levels.threshold[i]);
+  out += "}, " + float_literal(levels.code_scale) + ", " + float_literal(levels.zero_threshold) +
+         ", " + float_literal(levels.one_threshold) + ", {";
+  for (int i = 0; i < 256; ++i) {
+    out += (i ? (i % 8 ? ", " : ",\n  ") : "") + float_literal(levels.values[i]);
+  }
+  return out + "}};\n";
+}
+
+// Each op of the table as a function per register type it has kernels for, its body the
+// table's expression: `T` names the register type, and `T(x)`, C++'s functional cast, is a
+// macro for the C cast.
+std::string op_functions() {
+  std::string out = "#define T(x) ((T)(x))\n";
+  for (size_t k = 0; k < sizeof kOpRows / sizeof kOpRows[0]; ++k) {
+    const OpRow& row = kOpRows[k];
+    // The rows are the enum's, in order, from Identity on.
+    const auto op = static_cast<ir::OpKind>(static_cast<size_t>(ir::OpKind::Identity) + k);
+    std::set<std::string> types;
+    for (size_t d = 0; d < kNumDTypes; ++d) {
+      const DType dtype = kDTypeInfos[d].dtype;
+      if (!ir::has_kernel(op, dtype)) continue;
+      const std::string type = kDTypeInfos[d].c_register;
+      types.insert(type == "long long" ? "long" : type == "unsigned char" ? "uchar" : type);
+    }
+    for (const std::string& type : types) {
+      out += "LT_FN " + type + " lt_op_" + row.name + "(" + type + " a";
+      if (row.arity > 1) out += ", " + type + " b";
+      if (row.arity > 2) out += ", " + type + " c";
+      out += ") {\n  typedef " + type + " T;\n  return " + row.expression + ";\n}\n";
+    }
+  }
+  return out + "#undef T\n";
+}
+
+}  // namespace
+
+const char* build_options() {
+  return "-cl-fp32-correctly-rounded-divide-sqrt";
+}
+
+std::string generate_source(const std::vector<const compiler::KernelProgram*>& programs,
+                            const std::vector<std::string>& symbols) {
+  std::string source =
+      "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+      "#pragma OPENCL FP_CONTRACT OFF\n"
+      "typedef struct {\n"
+      "  float threshold[7];\n"
+      "  float code_scale, zero_threshold, one_threshold;\n"
+      "  float values[256];\n"
+      "} LtDynamicLevels;\n";
+  source += levels_table("lt_signed_levels", lt_kernel::kLtSignedLevels);
+  source += levels_table("lt_unsigned_levels", lt_kernel::kLtUnsignedLevels);
+  source += kPrelude;
+  source += op_functions();
+  for (size_t i = 0; i < programs.size(); ++i) {
+    source += render_kernel(*programs[i], symbols[i], KernelDialect::opencl);
+  }
+  return source;
+}
+
+}  // namespace lt::backend::opencl
