@@ -47,18 +47,6 @@ std::string spelled(const char* name, KernelDialect dialect) {
   return text;
 }
 
-// The element type in memory and in registers. OpenCL kernels take no bool arrays (its size is
-// the implementation's): bool is stored as a byte there.
-std::string storage_type(DType dtype, KernelDialect dialect) {
-  const DTypeInfo& info = kernel_dtype(dtype);
-  if (dialect != KernelDialect::opencl) return info.c_storage;
-  return dtype == DType::boolean ? "uchar" : opencl_type(info.c_storage);
-}
-std::string register_type(DType dtype, KernelDialect dialect) {
-  const DTypeInfo& info = kernel_dtype(dtype);
-  return dialect == KernelDialect::opencl ? opencl_type(info.c_register) : info.c_register;
-}
-
 // `value`, a register of any type, converted to a register of `dtype`.
 std::string cast(DType dtype, const std::string& value, KernelDialect dialect) {
   return spelled(kernel_dtype(dtype).c_cast, dialect) + "(" + value + ")";
@@ -178,6 +166,34 @@ std::string signature(const KernelProgram& program, const std::string& symbol,
 
 }  // namespace
 
+// OpenCL kernels take no bool arrays (its size is the implementation's): bool is a byte there.
+std::string storage_type(DType dtype, KernelDialect dialect) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  if (dialect != KernelDialect::opencl) return info.c_storage;
+  return dtype == DType::boolean ? "uchar" : opencl_type(info.c_storage);
+}
+std::string register_type(DType dtype, KernelDialect dialect) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  return dialect == KernelDialect::opencl ? opencl_type(info.c_register) : info.c_register;
+}
+
+std::string load_expression(DType dtype, const std::string& element, KernelDialect dialect) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  if (info.wide_register) return spelled(info.c_load, dialect) + "(" + element + ")";
+  if (dialect == KernelDialect::opencl && dtype == DType::boolean) return element + " != 0";
+  return element;
+}
+
+std::string store_expression(DType dtype, const std::string& value, KernelDialect dialect) {
+  const DTypeInfo& info = kernel_dtype(dtype);
+  const std::string converted = cast(dtype, value, dialect);
+  if (info.wide_register) return spelled(info.c_store, dialect) + "(" + converted + ")";
+  if (dialect == KernelDialect::opencl && dtype == DType::boolean) {
+    return "(uchar)(" + converted + ")";
+  }
+  return converted;
+}
+
 bool opencl_scalars_by_value(const KernelProgram& program) {
   // 8 bytes a scalar and a pointer, and the two counts, within the 1024 bytes of arguments
   // every OpenCL device takes.
@@ -223,14 +239,7 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
         out += "  " + decl + number(instr.dtype, literal(instr.constant), dialect) + ";\n";
         break;
       case InstrKind::Input: {
-        const std::string element = "in" + index + "[i]";
-        std::string loaded = element;
-        if (info.wide_register) {
-          loaded = spelled(info.c_load, dialect) + "(" + element + ")";
-        } else if (opencl && instr.dtype == DType::boolean) {
-          loaded = element + " != 0";
-        }
-        body += "    " + decl + loaded + ";\n";
+        body += "    " + decl + load_expression(instr.dtype, "in" + index + "[i]", dialect) + ";\n";
         break;
       }
       case InstrKind::Op: {

@@ -26,6 +26,14 @@ enum class KernelDialect {
   opencl,
 };
 
+// A dtype's element type in memory and in registers, in the dialect.
+std::string storage_type(DType dtype, KernelDialect dialect);
+std::string register_type(DType dtype, KernelDialect dialect);
+// An element of storage, `element`, loaded into a register of its dtype; and a register value
+// of any type, `value`, converted to the dtype and stored, as a Cast kernel converts it.
+std::string load_expression(DType dtype, const std::string& element, KernelDialect dialect);
+std::string store_expression(DType dtype, const std::string& value, KernelDialect dialect);
+
 // Whether an OpenCL kernel of `program` takes its scalars by value.
 bool opencl_scalars_by_value(const compiler::KernelProgram& program);
 

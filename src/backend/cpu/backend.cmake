@@ -20,7 +20,6 @@ target_sources(lazytensor PRIVATE
   ${LT_CPU_DIR}/cpu_executable.cpp
   ${LT_CPU_DIR}/gemm.cpp
   ${LT_CPU_DIR}/opaque_ops.cpp
-  ${LT_CPU_DIR}/stream.cpp
   ${LT_CPU_DIR}/thread_pool.cpp
   ${LT_CPU_DIR}/kernels/codegen.cpp
   ${LT_CPU_DIR}/kernels/interpreter.cpp

@@ -19,6 +19,7 @@ constexpr ClUint kPlatformName = 0x0902;
 constexpr ClUint kDeviceName = 0x102B;
 constexpr ClUint kDeviceVersion = 0x102F;
 constexpr ClUint kDeviceMaxParameterSize = 0x1017;
+constexpr ClUint kDeviceGlobalMemSize = 0x101F;
 constexpr ClUint kProgramBuildLog = 0x1183;
 constexpr ClBitfield kMemReadWrite = 1;
 constexpr ClUint kTrue = 1, kFalse = 0;
@@ -132,6 +133,11 @@ std::shared_ptr<Device> Device::open(std::string* why) {
                            nullptr) == kSuccess &&
       max_arguments > 0) {
     opened->max_argument_bytes_ = max_arguments;
+  }
+  uint64_t global_memory = 0;
+  if (api->get_device_info(found->id, kDeviceGlobalMemSize, sizeof global_memory, &global_memory,
+                           nullptr) == kSuccess) {
+    opened->global_memory_bytes_ = static_cast<int64_t>(global_memory);
   }
   return opened;
 }

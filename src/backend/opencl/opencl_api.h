@@ -86,6 +86,8 @@ class Device {
   const std::string& description() const { return description_; }
   // The most bytes of arguments one kernel takes (at least 1024 by the standard).
   size_t max_argument_bytes() const { return max_argument_bytes_; }
+  // The memory the device reports (PoCL reports the host's and enforces no limit).
+  int64_t global_memory_bytes() const { return global_memory_bytes_; }
 
   // Builds `source` with `options`; throws lt::Error with the compiler's log when it fails.
   // The program is released with the returned handle.
@@ -111,6 +113,7 @@ class Device {
   std::string name_;
   std::string description_;
   size_t max_argument_bytes_ = 1024;
+  int64_t global_memory_bytes_ = 0;
 };
 
 }  // namespace lt::backend::opencl

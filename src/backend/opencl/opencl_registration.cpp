@@ -1,11 +1,12 @@
-// The OpenCL device kind in the registry: whether this machine can run it (the ICD loader and a
-// platform with a device: PoCL on a CPU, a GPU's driver), and lt::check_codegen's build of a
-// step's kernels as OpenCL C. The probe finds the device without opening it: a context would
-// start the platform's threads in every process that lists its devices.
+// The OpenCL device kind in the registry: its backend, whether this machine can run it (the ICD
+// loader and a platform with a device: PoCL on a CPU, a GPU's driver), and lt::check_codegen's
+// build of a step's kernels as OpenCL C. The probe finds the device without opening it: a context
+// would start the platform's threads in every process that lists its devices.
 #include <optional>
 #include <string>
 
 #include "backend/opencl/opencl_api.h"
+#include "backend/opencl/opencl_backend.h"
 #include "backend/opencl/opencl_source.h"
 #include "backend/registry.h"
 #include "lazytensor/error.h"
@@ -61,6 +62,7 @@ CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
 }  // namespace
 
 void register_backend() {
+  backend::register_backend(DeviceType::opencl, make_backend);
   register_device_probe(DeviceType::opencl, probe);
   register_codegen_checker(DeviceType::opencl, check);
 }

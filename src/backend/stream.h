@@ -9,10 +9,11 @@
 
 #include "backend/failure.h"
 
-namespace lt::backend::cpu {
+namespace lt::backend {
 
-// One in-order queue of device work served by a worker thread. The host enqueues and goes
-// on tracing; a bound on queued tasks keeps it from running arbitrarily far ahead.
+// One in-order queue of device work served by a worker thread (each backend's stream: the CPU
+// runs its kernels there, a device backend drives its own queue from it). The host enqueues and
+// goes on tracing; a bound on queued tasks keeps it from running arbitrarily far ahead.
 class Stream {
  public:
   explicit Stream(size_t max_queued);
@@ -44,4 +45,4 @@ class Stream {
   std::thread worker_;
 };
 
-}  // namespace lt::backend::cpu
+}  // namespace lt::backend

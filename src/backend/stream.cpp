@@ -1,9 +1,9 @@
-#include "backend/cpu/stream.h"
+#include "backend/stream.h"
 
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
-namespace lt::backend::cpu {
+namespace lt::backend {
 
 Stream::Stream(size_t max_queued) : max_queued_(max_queued), worker_([this] { loop(); }) {}
 
@@ -71,4 +71,4 @@ void Stream::loop() {
   }
 }
 
-}  // namespace lt::backend::cpu
+}  // namespace lt::backend

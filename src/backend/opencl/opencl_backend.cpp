@@ -1,0 +1,246 @@
+// The OpenCL device: buffers in the device's memory with the engine's own capacity accounting
+// (PoCL enforces none), one in-order queue driven from the backend's stream, so the host traces
+// on while the stream uploads, launches and waits for the device, and steps that fail commit
+// nothing.
+#include "backend/opencl/opencl_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/opencl/opencl_api.h"
+#include "backend/opencl/opencl_executable.h"
+#include "backend/stream.h"
+#include "lazytensor/error.h"
+#include "lazytensor/profiler.h"
+#include "metrics/metrics_registry.h"
+
+namespace lt::backend::opencl {
+
+namespace {
+
+// As the CPU's stream: two queued tasks keep tracing overlapped with the device.
+constexpr size_t kMaxQueuedTasks = 2;
+
+std::shared_ptr<Device> open_device(int index) {
+  if (index != 0) {
+    throw Error("opencl:" + std::to_string(index) + ": the opencl backend serves one device, " +
+                "opencl:0");
+  }
+  std::string why;
+  std::shared_ptr<Device> device = Device::open(&why);
+  if (device == nullptr) throw Error("opencl:0: " + why);
+  return device;
+}
+
+class OpenClBackend final : public Backend {
+ public:
+  OpenClBackend(int index, const BackendSettings& settings)
+      : index_(index),
+        device_(open_device(index)),
+        memory_limit_(settings.memory_limit),
+        stream_(kMaxQueuedTasks) {
+    stream_.enqueue([] { profiler::set_thread_name("device stream (opencl:0)"); });
+  }
+
+  std::string name() const override { return "opencl:" + std::to_string(index_); }
+
+  BufferPtr allocate(size_t bytes) override {
+    const int64_t limit = memory_capacity();
+    if (bytes_in_use_.load() + static_cast<int64_t>(bytes) > limit) {
+      throw Error(
+          "allocate: cannot allocate " + std::to_string(bytes) + " bytes of device memory (" +
+          std::to_string(std::max<int64_t>(0, limit - bytes_in_use_.load())) + " bytes free)");
+    }
+    std::shared_ptr<void> mem = device_->allocate(bytes);
+    const int64_t in_use =
+        bytes_in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+    int64_t peak = peak_bytes_.load();
+    while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
+    }
+    allocations_.fetch_add(1);
+    metrics::counter("DeviceAllocation").add();
+    return std::make_shared<Buffer>(mem.get(), bytes, [this, mem](void*, size_t size) {
+      bytes_in_use_.fetch_sub(static_cast<int64_t>(size));
+    });
+  }
+
+  bool host_addressable() const override { return false; }
+
+  BufferPtr wrap_host_memory(void*, size_t, std::function<void()>) override {
+    throw Error(name() + ": device memory is not host memory; copy the values to the device");
+  }
+
+  void transfer_to_device(const BufferPtr& dst, const void* src, size_t bytes,
+                          bool synchronous) override {
+    static metrics::Timer& time = metrics::timer("TransferToDeviceTime");
+    metrics::ScopedTimer timer(time);
+    if (synchronous) {
+      static metrics::Counter& sync = metrics::counter("TransferToDeviceSync");
+      sync.add();
+      std::promise<void> done;
+      stream_.enqueue([&] {
+        device_->write(dst->data(), src, bytes, true);
+        done.set_value();
+      });
+      metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+      done.get_future().wait();
+      return;
+    }
+    static metrics::Counter& async = metrics::counter("TransferToDeviceAsync");
+    async.add();
+    // Staged now, copied in stream order: the caller may reuse its memory at once.
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    stream_.enqueue(
+        [this, dst, staged] { device_->write(dst->data(), staged->data(), staged->size(), true); });
+  }
+
+  void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) override {
+    static metrics::Counter& count = metrics::counter("TransferFromDevice");
+    count.add();
+    std::promise<Failure> done;
+    stream_.enqueue([&] {
+      if (src->failed()) {
+        done.set_value(src->error());
+        return;
+      }
+      try {
+        device_->read(src->data(), dst, bytes);
+        done.set_value(Failure());
+      } catch (const std::exception& e) {
+        done.set_value(Failure::of(e, 0));
+      }
+    });
+    Failure failure;
+    {
+      metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+      failure = done.get_future().get();
+    }
+    if (failure.empty()) return;
+    stream_.dismiss_failure(failure);  // raised here, so not again by synchronize()
+    failure.raise();
+  }
+
+  std::shared_ptr<CompiledGraph> compile(const ir::Graph& graph,
+                                         const CompileOptions& options) override {
+    auto compiled = compile_graph(*device_, graph, options);
+    programs_built_.fetch_add(1);
+    return compiled;
+  }
+
+  void execute(std::shared_ptr<Executable> executable, ExecutionArgs args) override {
+    static metrics::Counter& executions = metrics::counter("ExecuteComputation");
+    static metrics::Counter& launches = metrics::counter("KernelLaunch");
+    executions.add();
+    launches.add(executable->num_launches);
+    auto exe = std::static_pointer_cast<OpenClExecutable>(std::move(executable));
+    stream_.enqueue([this, exe, args = std::move(args)] {
+      static metrics::Timer& time = metrics::timer("ExecuteTime");
+      metrics::ScopedTimer timer(time);
+      profiler::Scope span("execute", "device");
+      size_t launches_begun = 0;
+      try {
+        for (const BufferPtr& input : args.inputs) {
+          if (input->failed()) input->error().raise("an input failed: ");
+        }
+        run_executable(
+            *device_, *exe, args, [this](size_t bytes) { return allocate(bytes); }, launches_begun);
+      } catch (const std::exception& e) {
+        const Failure failure = Failure::of(e, args.step);
+        try {
+          device_->finish();
+          commit_nothing(*exe, args, launches_begun, failure);
+        } catch (const std::exception&) {
+          for (const BufferPtr& output : args.outputs) output->set_error(failure);
+        }
+        if (args.on_failure) args.on_failure();
+        stream_.record_failure(failure);
+      }
+    });
+  }
+
+  DeviceEvent record_event() override {
+    auto state = std::make_shared<DeviceEvent::State>();
+    stream_.enqueue([state] { state->complete(); });
+    return DeviceEvent(state);
+  }
+
+  void synchronize() override {
+    stream_.synchronize();
+    const Failure failure = stream_.take_failure();
+    if (!failure.empty()) failure.raise("wait_device_ops: ");
+  }
+
+  Failure take_failure_before(int64_t step) override { return stream_.take_failure(step); }
+
+  int64_t memory_capacity() const override {
+    const int64_t limit = memory_limit_.load();
+    const int64_t device = device_->global_memory_bytes();
+    return limit > 0 && (device <= 0 || limit < device) ? limit : device;
+  }
+  int64_t memory_available() const override { return memory_capacity() - bytes_in_use_.load(); }
+
+  DeviceMemoryStats memory_stats() const override {
+    return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
+  }
+  void reset_peak_memory() override {
+    peak_bytes_.store(bytes_in_use_.load());
+    allocations_.store(0);
+  }
+
+  void update_settings(const BackendSettings& settings) override {
+    memory_limit_.store(settings.memory_limit);
+  }
+  // Kernels are OpenCL C whatever the settings (the CPU's interpreter and native compiler
+  // settings do not apply).
+  uint64_t compile_fingerprint() const override { return 0; }
+  void wait_compiles() override {}
+  // Each compiled graph builds one program and holds it.
+  size_t kernel_cache_entries() const override { return programs_built_.load(); }
+  void clear_kernel_cache() override {}
+
+  std::string matmul_library(DType) const override { return "OpenCL C (generated kernel)"; }
+
+ private:
+  // A failed step's outputs: those whose tensors had a value before the step get it back (a
+  // donated buffer still holds it: the launches that write donated buffers come after every
+  // check, and none ran), and the others fail with the step's error.
+  void commit_nothing(const OpenClExecutable& exe, const ExecutionArgs& args, size_t launches_begun,
+                      const Failure& failure) {
+    for (size_t o = 0; o < args.outputs.size(); ++o) {
+      const BufferPtr& output = args.outputs[o];
+      const BufferPtr& before = o < args.rollback.size() ? args.rollback[o] : nullptr;
+      if (before && !before->failed()) {
+        if (before != output) {
+          std::vector<char> bytes(std::min(output->bytes(), before->bytes()));
+          device_->read(before->data(), bytes.data(), bytes.size());
+          device_->write(output->data(), bytes.data(), bytes.size(), true);
+          continue;
+        }
+        if (launches_begun <= exe.output_launch[o]) continue;
+      }
+      output->set_error(failure);
+    }
+  }
+
+  const int index_;
+  const std::shared_ptr<Device> device_;
+  std::atomic<int64_t> memory_limit_;  // bytes; 0: what the device reports
+  std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
+  std::atomic<size_t> programs_built_{0};
+  Stream stream_;  // declared last: destroyed first, so queued work finishes while all is alive
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(int index, const BackendSettings& settings) {
+  return std::make_unique<OpenClBackend>(index, settings);
+}
+
+}  // namespace lt::backend::opencl

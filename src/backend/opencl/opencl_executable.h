@@ -1,0 +1,70 @@
+#pragma once
+// A graph compiled for an OpenCL device: the plan every backend shares, its fused kernels and
+// the routines they need built as one OpenCL program, and the launches bound to a graph's sizes,
+// run in order on the device's queue from the backend's stream.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/kernel_instance.h"
+#include "backend/opaque_op.h"
+#include "backend/opencl/opencl_api.h"
+#include "compiler/execution_plan.h"
+
+namespace lt::backend::opencl {
+
+// One launch of a step: a fused kernel over one or many instances (multi-tensor), with a fold
+// after it for a reduction, or an opaque op's routines.
+struct Launch {
+  void* kernel = nullptr;  // the fused kernel; the routine's own for an opaque op
+  const compiler::KernelProgram* program = nullptr;
+  compiler::ReduceKind reduce = compiler::ReduceKind::None;
+  DType value_dtype = DType::f32;   // reductions: what the kernel writes and the fold reads
+  DType output_dtype = DType::f32;  // reductions: what the fold stores
+  void* fold = nullptr;
+  std::vector<Instance> instances;
+  std::shared_ptr<const OpaqueOp> opaque;
+  void* check = nullptr;    // index ops: the kernel that checks the ids first
+  void* convert = nullptr;  // index_add of a wide dtype, check_index: the final conversion
+};
+
+class OpenClExecutable final : public Executable {
+ public:
+  int num_inputs = 0;
+  int num_outputs = 0;
+  std::vector<size_t> temp_bytes;  // per temporary slot
+  std::vector<Launch> launches;
+  std::vector<uint32_t> output_launch;
+  // The last launch that may refuse its operands (an index out of range): the stream waits for
+  // the device there and reads the checks' results before it launches what comes after.
+  int64_t last_checked_launch = -1;
+  void* copy[9] = {};             // the strided copy per element size (1, 2, 4, 8)
+  std::shared_ptr<void> program;  // keeps the kernels' code alive
+};
+
+class OpenClCompiledGraph final : public CompiledGraph {
+ public:
+  compiler::ExecutionPlan plan;
+  std::shared_ptr<void> program;
+  std::map<std::string, std::shared_ptr<void>> kernels;  // by name
+  // Per planned launch: its kernel's name, its fold's, and its routines' (check, convert).
+  std::vector<std::string> kernel_names, fold_names, check_names, convert_names;
+  std::string copy_names[9];
+  std::shared_ptr<Executable> bind(const ir::Graph& graph, std::string* why) const override;
+};
+
+// Throws lt::Error naming an op the device has no routine for.
+std::shared_ptr<OpenClCompiledGraph> compile_graph(const Device& device, const ir::Graph& graph,
+                                                   const CompileOptions& options);
+
+// Runs every launch in order, on the stream: slots are the step's buffers (inputs, outputs,
+// then temporaries, which `allocate` provides, as it provides the launches' scratch). Throws
+// what a launch or a check raised; `launches_begun` counts the launches started.
+void run_executable(const Device& device, const OpenClExecutable& exe, const ExecutionArgs& args,
+                    const std::function<BufferPtr(size_t)>& allocate, size_t& launches_begun);
+
+}  // namespace lt::backend::opencl

@@ -1,0 +1,57 @@
+#pragma once
+// The OpenCL C routines a step needs besides its fused kernels: strided copies (gathers, views,
+// cat), the folds of reductions, matrix products and the opaque ops (index_select, index_add,
+// the index checks, argsort, cumsum), each generated for the dtypes it is asked for. A routine
+// is asked for by its parameters and answered with its kernel's name; source() is every routine
+// asked for, to build with the step's kernels.
+#include <map>
+#include <string>
+
+#include "lazytensor/dtype.h"
+
+namespace lt::backend::opencl {
+
+class Routines {
+ public:
+  // dst[dst_offset + idx . dst_strides] = src[src_offset + idx . src_strides] for each index idx
+  // of n elements of `sizes` (row-major): (src, dst, n, rank, long8 sizes, long8 src_strides,
+  // src_offset, long8 dst_strides, dst_offset).
+  std::string copy(size_t element_size);
+  // One work-group of kFoldLanes per output: out[o] = the fold of values[o * inner, (o + 1) *
+  // inner) by compiler::ReduceKind `kind`, in double: (values, out, outer, inner, kind).
+  std::string fold(DType values, DType output);
+  // c[b, i, j] = sum_p a[b, i, p] b[b, p, j] over contiguous operands, accumulated with fused
+  // multiply-adds in the operands' register type: (a, b, c, m, n, k, total).
+  std::string matmul(DType operands, DType output);
+  // The first id at positions offset + j * stride, j < count, outside [0, size) (and not
+  // `ignore` where has_ignore): status = {j, id}, or {-1, 0}; one work-item:
+  // (ids, offset, stride, count, size, ignore, has_ignore, status).
+  std::string check_ids(DType ids);
+  // out[o, j, e] = table[o, ids[j] (clamped: the check fails the step), e] over contiguous
+  // elements of `element_size`: (table, ids, ids_offset, ids_stride, out, outer, rows, inner,
+  // count).
+  std::string index_select(size_t element_size, DType ids);
+  // acc[o, ids[j], e] += source[o, j, e], rows zeroed first, j in order: one work-item per
+  // (o, e), so the sums are deterministic. acc holds the dtype's registers (f32 for bf16):
+  // (source, ids, ids_offset, ids_stride, acc, outer, rows, inner, count).
+  std::string index_add(DType dtype, DType ids);
+  // dst[i] = src[offset + i * stride] converted, as a Cast kernel converts: (src, offset,
+  // stride, dst, n). From a register array (wide dtypes' sums) when `from_registers`.
+  std::string convert(DType from, DType to, bool from_registers = false);
+  // Each row's stable order, NaN above every number: a rank per element, counted against its
+  // row (n^2 comparisons): (keys, out, rows, n, descending).
+  std::string argsort(DType keys);
+  // Running sums of each row (from its end when reverse), in double (i64: wrapping):
+  // (in, out, rows, n, reverse).
+  std::string cumsum(DType dtype);
+
+  std::string source() const;
+
+  static constexpr int kFoldLanes = 64;
+
+ private:
+  std::string add(const std::string& name, const std::string& body);
+  std::map<std::string, std::string> sources_;
+};
+
+}  // namespace lt::backend::opencl

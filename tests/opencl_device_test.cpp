@@ -1,0 +1,246 @@
+// The OpenCL device (PoCL on the CPU in CI), as ggml's test-backend-ops checks a backend: the
+// same computations traced on `cpu` and on `opencl` from the same values, their results compared.
+// Elementwise kernels compute the CPU's bits (opencl_codegen_test); folds, products and sums of
+// rows add in another order, so those compare within a few f32 roundings. Also: values stay on the
+// device between steps, scalars are kernel arguments there too, and a step that fails (an index
+// out of range) commits nothing. Skipped where no OpenCL device is installed, unless
+// LT_REQUIRE_OPENCL=1 (CI installs PoCL).
+#include <gtest/gtest.h>
+#include <lazytensor/lazytensor.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+using lt::Device;
+using lt::DeviceType;
+using lt::Tensor;
+
+const Device kCpu{DeviceType::cpu, 0};
+const Device kOpenCl{DeviceType::opencl, 0};
+
+class OpenClDeviceTest : public lt_test::EngineTest {
+ protected:
+  void SetUp() override {
+    lt_test::EngineTest::SetUp();
+    for (const lt::DeviceKind& kind : lt::device_kinds()) {
+      if (kind.name != "opencl" || kind.available) continue;
+      const char* required = std::getenv("LT_REQUIRE_OPENCL");
+      if (required != nullptr && std::string(required) == "1") {
+        FAIL() << "LT_REQUIRE_OPENCL=1 and opencl is unavailable: " << kind.reason;
+      }
+      GTEST_SKIP() << kind.reason;
+    }
+  }
+
+  // `compute` traced on each device, its results read back.
+  std::vector<std::vector<double>> on(const Device& device,
+                                      const std::function<std::vector<Tensor>()>& compute) {
+    const lt::DeviceGuard guard(device);
+    std::vector<std::vector<double>> out;
+    for (const Tensor& t : compute()) {
+      EXPECT_EQ(t.device(), device);
+      out.push_back(t.to(lt::DType::f64).to_vector<double>());
+    }
+    return out;
+  }
+
+  // The same results on both devices: equal, or within `rtol` of the CPU's (relative to the
+  // larger of the value and 1).
+  void expect_same(const std::function<std::vector<Tensor>()>& compute, double rtol) {
+    const auto cpu = on(kCpu, compute);
+    const auto opencl = on(kOpenCl, compute);
+    ASSERT_EQ(cpu.size(), opencl.size());
+    for (size_t t = 0; t < cpu.size(); ++t) {
+      ASSERT_EQ(cpu[t].size(), opencl[t].size()) << "result " << t;
+      int reported = 0;
+      for (size_t i = 0; i < cpu[t].size() && reported < 5; ++i) {
+        const double want = cpu[t][i], got = opencl[t][i];
+        const bool same = want == got || (std::isnan(want) && std::isnan(got)) ||
+                          std::fabs(got - want) <= rtol * std::max(1.0, std::fabs(want));
+        if (!same) {
+          ADD_FAILURE() << "result " << t << " element " << i << ": opencl " << got << ", cpu "
+                        << want;
+          ++reported;
+        }
+      }
+    }
+  }
+
+  Tensor tensor(const std::vector<float>& v, const lt::Shape& shape) {
+    return lt::from_vector(v, shape);
+  }
+};
+
+TEST_F(OpenClDeviceTest, TensorsLiveOnTheDeviceAndComeBack) {
+  const std::vector<float> v = values(1000);
+  const lt::DeviceGuard guard(kOpenCl);
+  Tensor x = lt::from_vector(v, {10, 100});
+  EXPECT_EQ(x.device().str(), "opencl:0");
+  EXPECT_EQ(x.to_vector<float>(), v);
+  x.mul_(2.0).add_(1.0);
+  lt::mark_step();
+  const std::vector<float> got = x.to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(got[i], v[i] * 2.0f + 1.0f) << i;
+}
+
+TEST_F(OpenClDeviceTest, ElementwiseOpsThroughViewsAndBroadcasts) {
+  const std::vector<float> a = values(6 * 8), b = values(8), c = values(8 * 6);
+  expect_same(
+      [&] {
+        const Tensor x = tensor(a, {6, 8}), y = tensor(b, {8}), z = tensor(c, {8, 6});
+        const Tensor w = x.mul(y).add(z.t()).tanh();
+        const Tensor s = x.slice(1, 2, 7, 2).exp().sub(y.slice(0, 1, 4));
+        const Tensor m = lt::where(x.gt(y), x, z.t().mul(3.5));
+        return std::vector<Tensor>{w, s, m, x.to(lt::DType::bf16).mul(y.to(lt::DType::bf16))};
+      },
+      0);
+}
+
+TEST_F(OpenClDeviceTest, ReductionsOverEveryDim) {
+  const std::vector<float> a = values(4 * 5 * 70, -3, 3);
+  expect_same(
+      [&] {
+        const Tensor x = tensor(a, {4, 5, 70});
+        return std::vector<Tensor>{
+            x.sum(),           x.sum({2}),           x.sum({0}, true),
+            x.mean({0, 2}),    x.max({1}),           x.norm({2}),
+            x.argmax(2),       x.argmax(0),          x.transpose(0, 2).sum({1}),
+            lt::softmax(x, 2), lt::log_softmax(x, 0)};
+      },
+      1e-6);
+}
+
+TEST_F(OpenClDeviceTest, MatrixProductsBatchedBroadcastAndTransposed) {
+  const std::vector<float> a = values(3 * 5 * 7), b = values(7 * 4), c = values(2 * 3 * 4 * 7);
+  expect_same(
+      [&] {
+        const Tensor x = tensor(a, {3, 5, 7}), w = tensor(b, {7, 4});
+        const Tensor y = tensor(c, {2, 3, 4, 7});
+        return std::vector<Tensor>{lt::matmul(x, w), lt::matmul(y, x.transpose(1, 2)),
+                                   lt::matmul(w.t(), x.transpose(1, 2)),
+                                   lt::matmul(x.to(lt::DType::bf16), w.to(lt::DType::bf16))};
+      },
+      1e-5);
+}
+
+TEST_F(OpenClDeviceTest, GathersSortsScansAndConcatenations) {
+  const std::vector<float> table = values(10 * 6), keys = values(4 * 9);
+  const std::vector<int64_t> ids = {3, 0, 9, 3, 7};
+  expect_same(
+      [&] {
+        const Tensor t = tensor(table, {10, 6}), k = tensor(keys, {4, 9});
+        const Tensor idx = lt::from_vector(ids, {5});
+        const lt::ValuesIndices top = lt::topk(k, 3, 1);
+        const lt::ValuesIndices sorted = lt::sort(k.t(), 0, true);
+        return std::vector<Tensor>{lt::embedding(idx, t),
+                                   lt::cat({t, t.slice(0, 2, 5)}, 0),
+                                   lt::cat({k, k.mul(2.0)}, 1),
+                                   top.values,
+                                   top.indices,
+                                   sorted.values,
+                                   sorted.indices,
+                                   lt::cumsum(k, 1),
+                                   lt::argsort(k, 0)};
+      },
+      1e-6);
+}
+
+// Forward, backward and AdamW over a small network: the losses and the trained weights of the
+// two devices agree, and after its first steps the device compiles nothing and uploads nothing
+// synchronously.
+TEST_F(OpenClDeviceTest, TrainingStepsMatchTheCpu) {
+  const std::vector<float> w1 = values(16 * 12), w2 = values(12 * 5), x0 = values(8 * 16);
+  const std::vector<int64_t> targets = {0, 4, 2, 1, 3, 3, 0, 2};
+  const std::vector<int64_t> token_ids = {1, 5, 2, 2, 7, 0, 3, 6};
+  const std::vector<float> table = values(8 * 16);
+  const auto train = [&](const Device& device) {
+    const lt::DeviceGuard guard(device);
+    Tensor a = lt::from_vector(w1, {16, 12}).requires_grad_();
+    Tensor b = lt::from_vector(w2, {12, 5}).requires_grad_();
+    Tensor e = lt::from_vector(table, {8, 16}).requires_grad_();
+    lt::optim::AdamWOptions options;
+    options.lr = 0.05;
+    lt::optim::AdamW optimizer({a, b, e}, options);
+    const Tensor x = lt::from_vector(x0, {8, 16});
+    const Tensor y = lt::from_vector(targets, {8});
+    const Tensor ids = lt::from_vector(token_ids, {8});
+    std::vector<double> losses;
+    for (int step = 0; step < 6; ++step) {
+      if (step == 3) lt::metrics::reset();
+      const Tensor h = lt::gelu(lt::matmul(x.add(lt::embedding(ids, e)), a));
+      const Tensor loss = lt::cross_entropy(lt::matmul(lt::layer_norm(h, {12}), b), y);
+      loss.backward();
+      optimizer.step();
+      optimizer.zero_grad();
+      lt::mark_step();
+      losses.push_back(loss.to_vector<double>()[0]);
+    }
+    if (device == kOpenCl) {
+      EXPECT_EQ(lt::metrics::counter_value("UncachedCompile"), 0);
+      EXPECT_EQ(lt::metrics::counter_value("TransferToDeviceSync"), 0);
+    }
+    losses.push_back(a.sum().to_vector<double>()[0]);
+    losses.push_back(e.sum().to_vector<double>()[0]);
+    return losses;
+  };
+  const std::vector<double> cpu = train(kCpu), opencl = train(kOpenCl);
+  ASSERT_EQ(cpu.size(), opencl.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_NEAR(opencl[i], cpu[i], 1e-4 * std::max(1.0, std::fabs(cpu[i]))) << i;
+  }
+  EXPECT_LT(cpu[5], cpu[0]);  // it trains
+}
+
+// An id computed on the device (the host checks those it uploads while tracing) that is out of
+// range fails the step where it is used, naming the op, and commits nothing: the table it would
+// have updated keeps its values, and the next step runs.
+TEST_F(OpenClDeviceTest, AnIndexOutOfRangeFailsTheStepAndCommitsNothing) {
+  const std::vector<float> table = values(5 * 3);
+  const lt::DeviceGuard guard(kOpenCl);
+  Tensor t = lt::from_vector(table, {5, 3});
+  const Tensor bad = lt::from_vector(std::vector<int64_t>{1, 3, 2}, {3}).mul(3);  // 3, 9, 6
+  const Tensor total = lt::embedding(bad, t).sum();
+  t.add_(total);
+  lt::mark_step();
+  // Reading a value of the step raises why it failed (as a training loop's read of its loss).
+  const std::string message = lt_test::error_message([&] { total.to_vector<float>(); });
+  lt_test::expect_mentions(message, {"index_select", "index 9", "position 1", "size 5"});
+  EXPECT_EQ(t.to_vector<float>(), table);
+  t.mul_(2.0);
+  lt::mark_step();
+  const std::vector<float> doubled = t.to_vector<float>();
+  for (size_t i = 0; i < table.size(); ++i) EXPECT_EQ(doubled[i], table[i] * 2.0f);
+}
+
+// A new value of a Python-number-like scalar changes a kernel argument, not the program.
+TEST_F(OpenClDeviceTest, ScalarsAreKernelArgumentsOnTheDevice) {
+  const lt::DeviceGuard guard(kOpenCl);
+  Tensor x = lt::from_vector(values(100), {100});
+  for (int step = 0; step < 4; ++step) {
+    x.mul_(0.9 + 0.01 * step).add_(step * 0.5);
+    lt::mark_step();
+  }
+  lt::wait_device_ops();
+  EXPECT_EQ(lt::metrics::counter_value("UncachedCompile"), 1);
+  EXPECT_EQ(lt::metrics::counter_value("TransferToDeviceSync"), 0);
+}
+
+// The device's memory is the engine's to count (PoCL enforces no limit): a value that does not
+// fit is refused when it is traced, naming the device.
+TEST_F(OpenClDeviceTest, ValuesBeyondTheMemoryLimitAreRefused) {
+  const lt::DeviceGuard guard(kOpenCl);
+  lt::set_device_memory_limit(1 << 20);
+  const std::string message =
+      lt_test::error_message([] { lt::zeros({1 << 19}).add(1.0).to_vector<float>(); });
+  lt::set_device_memory_limit(0);
+  lt_test::expect_mentions(message, {"opencl:0", "1048576 bytes in all"});
+}
+
+}  // namespace
