@@ -265,9 +265,10 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
           .buffer(out)
           .value<int64_t>(m)
           .value<int64_t>(n)
-          .value<int64_t>(k)
-          .value<int64_t>(total);
-      device.launch(launch.kernel, grid_for(total), 0);
+          .value<int64_t>(k);
+      constexpr int64_t tile = Routines::kTile;
+      const int64_t groups = batches * ((m + tile - 1) / tile) * ((n + tile - 1) / tile);
+      device.launch(launch.kernel, static_cast<size_t>(groups * tile * tile), tile * tile);
       return;
     }
     case ir::OpKind::IndexSelect: {

@@ -175,26 +175,59 @@ std::string Routines::matmul(DType operands, DType output) {
   const std::string name =
       std::string("lt_matmul_") + dtype_name(operands) + "_" + dtype_name(output);
   const std::string s = storage(operands), r = reg(operands);
-  return add(name, "__kernel void " + name + "(__global const " + s + "* a, __global const " + s +
-                       "* b, __global " + storage(output) +
-                       "* c, long m, long n, long k, long total) {\n" + kEachElement +
-                       "    const long col = i % n, row = (i / n) % m, batch = i / (m * n);\n"
-                       "    __global const " +
-                       s +
-                       "* ar = a + (batch * m + row) * k;\n"
-                       "    __global const " +
-                       s +
-                       "* bc = b + batch * k * n + col;\n"
-                       "    " +
-                       r +
-                       " acc = 0;\n"
-                       "    for (long p = 0; p < k; ++p) acc = fma(" +
-                       load(operands, "ar[p]") + ", " + load(operands, "bc[p * n]") +
-                       ", acc);\n"
-                       "    c[i] = " +
-                       store(output, "acc") +
-                       ";\n"
-                       "  }\n}\n");
+  const std::string tile = std::to_string(kTile), lanes = std::to_string(kTile * kTile);
+  return add(
+      name,
+      "__kernel __attribute__((reqd_work_group_size(" + lanes + ", 1, 1))) void " + name +
+          "(__global const " + s + "* a, __global const " + s + "* b, __global " + storage(output) +
+          "* c, long m, long n, long k) {\n"
+          "  __local " +
+          r + " a_tile[" + tile + "][" + tile +
+          "];\n"
+          "  __local " +
+          r + " b_tile[" + tile + "][" + tile +
+          "];\n"
+          "  const int ty = get_local_id(0) / " +
+          tile + ", tx = get_local_id(0) % " + tile +
+          ";\n"
+          "  const long row_tiles = (m + " +
+          tile + " - 1) / " + tile + ", col_tiles = (n + " + tile + " - 1) / " + tile +
+          ";\n"
+          "  const long g = get_group_id(0);\n"
+          "  const long batch = g / (row_tiles * col_tiles);\n"
+          "  const long row = (g / col_tiles) % row_tiles * " +
+          tile +
+          " + ty;\n"
+          "  const long col = g % col_tiles * " +
+          tile +
+          " + tx;\n"
+          "  __global const " +
+          s +
+          "* ab = a + batch * m * k;\n"
+          "  __global const " +
+          s +
+          "* bb = b + batch * k * n;\n"
+          "  " +
+          r +
+          " acc = 0;\n"
+          "  for (long p0 = 0; p0 < k; p0 += " +
+          tile +
+          ") {\n"
+          "    a_tile[ty][tx] = row < m && p0 + tx < k ? " +
+          load(operands, "ab[row * k + p0 + tx]") +
+          " : 0;\n"
+          "    b_tile[ty][tx] = p0 + ty < k && col < n ? " +
+          load(operands, "bb[(p0 + ty) * n + col]") +
+          " : 0;\n"
+          "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+          "    const int steps = k - p0 < " +
+          tile + " ? (int)(k - p0) : " + tile +
+          ";\n"
+          "    for (int p = 0; p < steps; ++p) acc = fma(a_tile[ty][p], b_tile[p][tx], acc);\n"
+          "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+          "  }\n"
+          "  if (row < m && col < n) c[(batch * m + row) * n + col] = " +
+          store(output, "acc") + ";\n}\n");
 }
 
 std::string Routines::check_ids(DType ids) {

@@ -20,9 +20,12 @@ class Routines {
   // One work-group of kFoldLanes per output: out[o] = the fold of values[o * inner, (o + 1) *
   // inner) by compiler::ReduceKind `kind`, in double: (values, out, outer, inner, kind).
   std::string fold(DType values, DType output);
-  // c[b, i, j] = sum_p a[b, i, p] b[b, p, j] over contiguous operands, accumulated with fused
-  // multiply-adds in the operands' register type: (a, b, c, m, n, k, total).
+  // c[b, i, j] = sum_p a[b, i, p] b[b, p, j] over contiguous operands, accumulated in order of p
+  // with fused multiply-adds in the operands' register type. Work-groups of kTile x kTile
+  // work-items, each group one tile of c (groups = batches x row tiles x column tiles, in that
+  // order), reading a and b through local memory a tile of p at a time: (a, b, c, m, n, k).
   std::string matmul(DType operands, DType output);
+  static constexpr int kTile = 16;
   // The first id at positions offset + j * stride, j < count, outside [0, size) (and not
   // `ignore` where has_ignore): status = {j, id}, or {-1, 0}; one work-item:
   // (ids, offset, stride, count, size, ignore, has_ignore, status).
