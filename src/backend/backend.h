@@ -60,6 +60,14 @@ struct ExecutionArgs {
   std::function<void()> on_failure;
 };
 
+// A failed step's outputs, as every backend leaves them: those whose tensors had a value before
+// the step get it back (a donated buffer still holds it while its writer has not begun: the plan
+// donates only to launches after every launch that can fail; another buffer gets a copy, made by
+// `copy(dst, src, bytes)`), and the others fail with the step's error.
+void commit_nothing(const ExecutionArgs& args, const std::vector<uint32_t>& output_launch,
+                    size_t launches_begun, const Failure& failure,
+                    const std::function<void(Buffer& dst, const Buffer& src, size_t bytes)>& copy);
+
 // What a backend is handed when it is built: the runtime fills it from its settings, and a
 // backend reads no settings of its own.
 // How a backend turns kernel programs into code it runs.

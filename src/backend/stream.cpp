@@ -1,5 +1,6 @@
 #include "backend/stream.h"
 
+#include "backend/backend.h"
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
@@ -35,6 +36,18 @@ void Stream::synchronize() {
   metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
   profiler::Scope span("host waits for device", "wait");
   space_cv_.wait(lock, [&] { return completed_ >= target; });
+}
+
+void Stream::synchronize_and_raise() {
+  synchronize();
+  const Failure failure = take_failure();
+  if (!failure.empty()) failure.raise("wait_device_ops: ");
+}
+
+DeviceEvent Stream::record_event() {
+  auto state = std::make_shared<DeviceEvent::State>();
+  enqueue([state] { state->complete(); });
+  return DeviceEvent(state);
 }
 
 void Stream::record_failure(const Failure& failure) {

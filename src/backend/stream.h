@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/failure.h"
+#include "lazytensor/runtime.h"
 
 namespace lt::backend {
 
@@ -23,6 +24,10 @@ class Stream {
   void enqueue(std::function<void()> task);
   // Waits until every task enqueued so far has run.
   void synchronize();
+  // ... and raises the first failure no call has raised yet (a backend's synchronize()).
+  void synchronize_and_raise();
+  // A marker task that records when the stream reaches it.
+  DeviceEvent record_event();
   // A task reports a failure here; synchronize's caller can take the first one. When the host
   // raises a failure (reading a value of a failed step), those of that step and earlier ones
   // are dismissed: the user has heard that the run hit a failed step, once.

@@ -277,24 +277,18 @@ class CpuBackend final : public Backend {
             *exe, args, pool_, [this](size_t bytes) { return take_arena(bytes); }, launches_begun);
       } catch (const std::exception& e) {
         const Failure failure = Failure::of(e, args.step);
-        commit_nothing(*exe, args, launches_begun, failure);
+        commit_nothing(args, exe->output_launch, launches_begun, failure,
+                       [](Buffer& dst, const Buffer& src, size_t bytes) {
+                         copy_bytes(dst.data(), src.data(), bytes);
+                       });
         if (args.on_failure) args.on_failure();
         stream_.record_failure(failure);
       }
     });
   }
 
-  DeviceEvent record_event() override {
-    auto state = std::make_shared<DeviceEvent::State>();
-    stream_.enqueue([state] { state->complete(); });
-    return DeviceEvent(state);
-  }
-
-  void synchronize() override {
-    stream_.synchronize();
-    const Failure failure = stream_.take_failure();
-    if (!failure.empty()) failure.raise("wait_device_ops: ");
-  }
+  DeviceEvent record_event() override { return stream_.record_event(); }
+  void synchronize() override { stream_.synchronize_and_raise(); }
 
   Failure take_failure_before(int64_t step) override { return stream_.take_failure(step); }
 
@@ -340,26 +334,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // A failed step's outputs: those whose tensors had a value before the step get it back (a
-  // donated buffer still holds it while its writer has not begun: the plan donates only to
-  // launches after every launch that can fail; another buffer gets a copy), and the others
-  // fail with the step's error.
-  static void commit_nothing(const CpuExecutable& exe, const ExecutionArgs& args,
-                             size_t launches_begun, const Failure& failure) {
-    for (size_t o = 0; o < args.outputs.size(); ++o) {
-      const BufferPtr& output = args.outputs[o];
-      const BufferPtr& before = o < args.rollback.size() ? args.rollback[o] : nullptr;
-      if (before && !before->failed()) {
-        if (before != output) {
-          copy_bytes(output->data(), before->data(), std::min(output->bytes(), before->bytes()));
-          continue;
-        }
-        if (launches_begun <= exe.output_launch[o]) continue;
-      }
-      output->set_error(failure);
-    }
-  }
-
   static size_t round_up(size_t bytes) {
     return std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   }

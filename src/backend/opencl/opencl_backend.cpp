@@ -155,7 +155,13 @@ class OpenClBackend final : public Backend {
         const Failure failure = Failure::of(e, args.step);
         try {
           device_->finish();
-          commit_nothing(*exe, args, launches_begun, failure);
+          // Donated buffers are written only after every check has passed (run_executable).
+          commit_nothing(args, exe->output_launch, launches_begun, failure,
+                         [this](Buffer& dst, const Buffer& src, size_t bytes) {
+                           std::vector<char> staged(bytes);
+                           device_->read(src.data(), staged.data(), bytes);
+                           device_->write(dst.data(), staged.data(), bytes, true);
+                         });
         } catch (const std::exception&) {
           for (const BufferPtr& output : args.outputs) output->set_error(failure);
         }
@@ -165,17 +171,8 @@ class OpenClBackend final : public Backend {
     });
   }
 
-  DeviceEvent record_event() override {
-    auto state = std::make_shared<DeviceEvent::State>();
-    stream_.enqueue([state] { state->complete(); });
-    return DeviceEvent(state);
-  }
-
-  void synchronize() override {
-    stream_.synchronize();
-    const Failure failure = stream_.take_failure();
-    if (!failure.empty()) failure.raise("wait_device_ops: ");
-  }
+  DeviceEvent record_event() override { return stream_.record_event(); }
+  void synchronize() override { stream_.synchronize_and_raise(); }
 
   Failure take_failure_before(int64_t step) override { return stream_.take_failure(step); }
 
@@ -208,27 +205,6 @@ class OpenClBackend final : public Backend {
   std::string matmul_library(DType) const override { return "OpenCL C (generated kernel)"; }
 
  private:
-  // A failed step's outputs: those whose tensors had a value before the step get it back (a
-  // donated buffer still holds it: the launches that write donated buffers come after every
-  // check, and none ran), and the others fail with the step's error.
-  void commit_nothing(const OpenClExecutable& exe, const ExecutionArgs& args, size_t launches_begun,
-                      const Failure& failure) {
-    for (size_t o = 0; o < args.outputs.size(); ++o) {
-      const BufferPtr& output = args.outputs[o];
-      const BufferPtr& before = o < args.rollback.size() ? args.rollback[o] : nullptr;
-      if (before && !before->failed()) {
-        if (before != output) {
-          std::vector<char> bytes(std::min(output->bytes(), before->bytes()));
-          device_->read(before->data(), bytes.data(), bytes.size());
-          device_->write(output->data(), bytes.data(), bytes.size(), true);
-          continue;
-        }
-        if (launches_begun <= exe.output_launch[o]) continue;
-      }
-      output->set_error(failure);
-    }
-  }
-
   const int index_;
   const std::shared_ptr<Device> device_;
   std::atomic<int64_t> memory_limit_;  // bytes; 0: what the device reports
