@@ -9,6 +9,7 @@
 #include <lazytensor/lazytensor.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -99,6 +100,21 @@ TEST_F(OpenClDeviceTest, ElementwiseOpsThroughViewsAndBroadcasts) {
         const Tensor s = x.slice(1, 2, 7, 2).exp().sub(y.slice(0, 1, 4));
         const Tensor m = lt::where(x.gt(y), x, z.t().mul(3.5));
         return std::vector<Tensor>{w, s, m, x.to(lt::DType::bf16).mul(y.to(lt::DType::bf16))};
+      },
+      0);
+}
+
+// Integers wrap on overflow on both devices, also inside a fused kernel whose compiler could
+// otherwise assume that x + 1 > x.
+TEST_F(OpenClDeviceTest, IntegerArithmeticWrapsAsOnTheCpu) {
+  const std::vector<int64_t> big = {INT64_MAX, -5, 7, INT64_MIN, 3};
+  expect_same(
+      [&] {
+        const Tensor x = lt::from_vector(big, {5});
+        const Tensor y =
+            lt::from_vector(std::vector<int64_t>{2147483647, -2147483647 - 1, 9, 0, -1}, {5})
+                .to(lt::DType::i32);
+        return std::vector<Tensor>{x.add(1).gt(x), x.mul(3).sub(x), y.add(1).gt(y), y.neg().mul(2)};
       },
       0);
 }

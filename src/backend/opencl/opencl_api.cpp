@@ -20,6 +20,11 @@ constexpr ClUint kDeviceName = 0x102B;
 constexpr ClUint kDeviceVersion = 0x102F;
 constexpr ClUint kDeviceMaxParameterSize = 0x1017;
 constexpr ClUint kDeviceGlobalMemSize = 0x101F;
+constexpr ClUint kDeviceMaxWorkGroupSize = 0x1004;
+constexpr ClUint kDeviceSingleFpConfig = 0x101B;
+constexpr ClUint kDeviceDoubleFpConfig = 0x1032;
+constexpr uint64_t kFpDenorm = 1 << 0;
+constexpr uint64_t kFpCorrectlyRoundedDivideSqrt = 1 << 7;
 constexpr ClUint kProgramBuildLog = 0x1183;
 constexpr ClBitfield kMemReadWrite = 1;
 constexpr ClUint kTrue = 1, kFalse = 0;
@@ -80,6 +85,25 @@ std::optional<Api> Api::open(std::string* why) {
   return api;
 }
 
+// What the kernels need of a device that OpenCL leaves optional, or empty when it has it all.
+std::string missing_features(const Api& api, DeviceId device) {
+  uint64_t single = 0, double_config = 0;
+  size_t group = 0;
+  api.get_device_info(device, kDeviceSingleFpConfig, sizeof single, &single, nullptr);
+  api.get_device_info(device, kDeviceDoubleFpConfig, sizeof double_config, &double_config, nullptr);
+  api.get_device_info(device, kDeviceMaxWorkGroupSize, sizeof group, &group, nullptr);
+  std::string missing;
+  const auto add = [&](const char* what) {
+    missing += (missing.empty() ? "" : ", ") + std::string(what);
+  };
+  if (double_config == 0) add("f64 (cl_khr_fp64)");
+  if ((single & kFpDenorm) == 0) add("f32 subnormals");
+  if ((single & kFpCorrectlyRoundedDivideSqrt) == 0)
+    add("correctly rounded f32 division and square root");
+  if (group < 256) add("work-groups of 256");
+  return missing;
+}
+
 std::optional<FoundDevice> find_device(const Api& api, std::string* why) {
   ClUint count = 0;
   // The loader answers an error (-1001, no platform) where no ICD is installed.
@@ -99,11 +123,15 @@ std::optional<FoundDevice> find_device(const Api& api, std::string* why) {
     searched += (searched.empty() ? "" : ", ") + platform_name(api, platform);
     if (status == kDeviceNotFound || status != kSuccess || device == nullptr) continue;
     const std::string name = device_string(api, device, kDeviceName);
+    if (const std::string missing = missing_features(api, device); !missing.empty()) {
+      searched += " (" + name + " lacks " + missing + ")";
+      continue;
+    }
     return FoundDevice{device, name,
                        platform_name(api, platform) + ": " + name + ", " +
                            device_string(api, device, kDeviceVersion)};
   }
-  *why = "no OpenCL device on the platforms " + searched;
+  *why = "no OpenCL device the kernels can run on, on the platforms " + searched;
   return std::nullopt;
 }
 

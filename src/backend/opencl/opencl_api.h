@@ -57,7 +57,9 @@ struct Api {
   static std::optional<Api> open(std::string* why);
 };
 
-// The first device of the first platform that has one, without opening it: its handle and
+// The first device of the first platform that has one with what the kernels need beyond OpenCL
+// 1.2's minimum (f64, f32 subnormals, correctly rounded f32 division and square root, work-groups
+// of 256), without opening it: its handle and
 // "Portable Computing Language: pthread-skylake-avx512-Intel(R) Xeon(R) Processor, OpenCL 3.0
 // PoCL ...". Nullopt with `why` where there is none.
 struct FoundDevice {

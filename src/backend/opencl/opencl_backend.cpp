@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -51,22 +52,29 @@ class OpenClBackend final : public Backend {
   std::string name() const override { return "opencl:" + std::to_string(index_); }
 
   BufferPtr allocate(size_t bytes) override {
-    const int64_t limit = memory_capacity();
-    if (bytes_in_use_.load() + static_cast<int64_t>(bytes) > limit) {
-      throw Error(
-          "allocate: cannot allocate " + std::to_string(bytes) + " bytes of device memory (" +
-          std::to_string(std::max<int64_t>(0, limit - bytes_in_use_.load())) + " bytes free)");
+    // Counted before the driver is asked, so that two threads cannot both pass the limit.
+    const int64_t limit = memory_capacity(), size = static_cast<int64_t>(bytes);
+    const int64_t in_use = bytes_in_use_.fetch_add(size) + size;
+    if (in_use > limit) {
+      bytes_in_use_.fetch_sub(size);
+      throw Error("allocate: cannot allocate " + std::to_string(bytes) +
+                  " bytes of device memory (" +
+                  std::to_string(std::max<int64_t>(0, limit - (in_use - size))) + " bytes free)");
     }
-    std::shared_ptr<void> mem = device_->allocate(bytes);
-    const int64_t in_use =
-        bytes_in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+    std::shared_ptr<void> mem;
+    try {
+      mem = device_->allocate(bytes);
+    } catch (...) {
+      bytes_in_use_.fetch_sub(size);
+      throw;
+    }
     int64_t peak = peak_bytes_.load();
     while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
     }
     allocations_.fetch_add(1);
     metrics::counter("DeviceAllocation").add();
-    return std::make_shared<Buffer>(mem.get(), bytes, [this, mem](void*, size_t size) {
-      bytes_in_use_.fetch_sub(static_cast<int64_t>(size));
+    return std::make_shared<Buffer>(mem.get(), bytes, [this, mem](void*, size_t n) {
+      bytes_in_use_.fetch_sub(static_cast<int64_t>(n));
     });
   }
 
@@ -83,48 +91,66 @@ class OpenClBackend final : public Backend {
     if (synchronous) {
       static metrics::Counter& sync = metrics::counter("TransferToDeviceSync");
       sync.add();
-      std::promise<void> done;
+      std::promise<std::string> done;  // the driver's error, if the copy failed
       stream_.enqueue([&] {
-        device_->write(dst->data(), src, bytes, true);
-        done.set_value();
+        try {
+          device_->write(dst->data(), src, bytes, true);
+          done.set_value("");
+        } catch (const std::exception& e) {
+          done.set_value(e.what());
+        }
       });
-      metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
-      done.get_future().wait();
+      std::string error;
+      {
+        metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
+        error = done.get_future().get();
+      }
+      if (!error.empty()) throw Error("transfer to " + name() + ": " + error);
       return;
     }
     static metrics::Counter& async = metrics::counter("TransferToDeviceAsync");
     async.add();
-    // Staged now, copied in stream order: the caller may reuse its memory at once.
+    // Staged now, copied in stream order: the caller may reuse its memory at once. A copy the
+    // driver refuses fails the buffer (reading it raises why) and is reported by the next wait.
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
                                                       static_cast<const char*>(src) + bytes);
-    stream_.enqueue(
-        [this, dst, staged] { device_->write(dst->data(), staged->data(), staged->size(), true); });
+    stream_.enqueue([this, dst, staged] {
+      try {
+        device_->write(dst->data(), staged->data(), staged->size(), true);
+      } catch (const std::exception& e) {
+        const Failure failure{std::string("transfer to ") + name() + ": " + e.what(), false, 0};
+        dst->set_error(failure);
+        stream_.record_failure(failure);
+      }
+    });
   }
 
   void transfer_from_device(const BufferPtr& src, void* dst, size_t bytes) override {
     static metrics::Counter& count = metrics::counter("TransferFromDevice");
     count.add();
-    std::promise<Failure> done;
+    // The step's failure that src carries, or the driver's error reading it.
+    std::promise<std::pair<Failure, std::string>> done;
     stream_.enqueue([&] {
       if (src->failed()) {
-        done.set_value(src->error());
+        done.set_value({src->error(), ""});
         return;
       }
       try {
         device_->read(src->data(), dst, bytes);
-        done.set_value(Failure());
+        done.set_value({});
       } catch (const std::exception& e) {
-        done.set_value(Failure::of(e, 0));
+        done.set_value({Failure(), e.what()});
       }
     });
-    Failure failure;
+    std::pair<Failure, std::string> outcome;
     {
       metrics::ScopedTimer wait(metrics::timer("HostWaitTime"));
-      failure = done.get_future().get();
+      outcome = done.get_future().get();
     }
-    if (failure.empty()) return;
-    stream_.dismiss_failure(failure);  // raised here, so not again by synchronize()
-    failure.raise();
+    if (!outcome.second.empty()) throw Error("transfer from " + name() + ": " + outcome.second);
+    if (outcome.first.empty()) return;
+    stream_.dismiss_failure(outcome.first);  // raised here, so not again by synchronize()
+    outcome.first.raise();
   }
 
   std::shared_ptr<CompiledGraph> compile(const ir::Graph& graph,

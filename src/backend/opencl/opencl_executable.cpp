@@ -75,6 +75,9 @@ struct RunState {
   const OpenClExecutable& exe;
   const std::function<BufferPtr(size_t)>& allocate;
   std::vector<void*> slots;
+  std::vector<BufferPtr> temporaries;  // the plan's, for the whole run
+  // One launch's copies and values to fold. Released after the launch is queued: OpenCL frees a
+  // buffer once the commands queued on it have run.
   std::vector<BufferPtr> held;
   std::vector<std::shared_ptr<std::vector<double>>> host_scalars;
   // The index checks' results: {launch, status buffer, host copy}.
@@ -277,7 +280,8 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
       const IndexGeometry g = geometry(table.shape, dim);
       check_ids(index, launch.check, ids, g.rows, std::nullopt);
       const int64_t count = ids.shape.numel(), total = g.outer * count * g.inner;
-      if (total == 0) return;
+      // An empty table has no row to read: any id fails its check, and nothing is gathered.
+      if (total == 0 || g.rows == 0) return;
       Arguments(device, launch.kernel)
           .buffer(contiguous(table))
           .buffer(slots[ids.slot])
@@ -465,7 +469,7 @@ std::shared_ptr<Executable> OpenClCompiledGraph::bind(const ir::Graph& graph,
                                                       std::string* why) const {
   if (!plan.assumptions.hold_for(graph, why)) return nullptr;
   auto exe = std::make_shared<OpenClExecutable>();
-  exe->program = program;
+  exe->compiled = shared_from_this();
   exe->num_kernels = num_kernels;
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
@@ -509,10 +513,26 @@ std::shared_ptr<Executable> OpenClCompiledGraph::bind(const ir::Graph& graph,
 
 void run_executable(const Device& device, const OpenClExecutable& exe, const ExecutionArgs& args,
                     const std::function<BufferPtr(size_t)>& allocate, size_t& launches_begun) {
-  RunState run{device, exe, allocate, {}, {}, {}, {}};
+  RunState run{device, exe, allocate, {}, {}, {}, {}, {}};
+  // Declared after the run's state, so destroyed first: on any exit, a launch that failed to
+  // queue included, the device has finished with the scratch buffers and the host's scalar
+  // arrays before they are released.
+  struct FinishFirst {
+    const Device& device;
+    ~FinishFirst() {
+      try {
+        device.finish();
+      } catch (const std::exception&) {
+        // The device's own error is the step's: it was raised already or is raised next.
+      }
+    }
+  } finish_first{device};
   for (const BufferPtr& input : args.inputs) run.slots.push_back(input->data());
   for (const BufferPtr& output : args.outputs) run.slots.push_back(output->data());
-  for (size_t bytes : exe.temp_bytes) run.slots.push_back(run.scratch(bytes));
+  for (size_t bytes : exe.temp_bytes) {
+    run.temporaries.push_back(allocate(bytes));
+    run.slots.push_back(run.temporaries.back()->data());
+  }
   for (size_t l = 0; l < exe.launches.size(); ++l) {
     launches_begun = l + 1;
     const Launch& launch = exe.launches[l];
@@ -521,6 +541,7 @@ void run_executable(const Device& device, const OpenClExecutable& exe, const Exe
     } else {
       run.run_kernel(launch, args.scalars);
     }
+    run.held.clear();
     if (static_cast<int64_t>(l) != exe.last_checked_launch) continue;
     // Nothing after the checks runs until they have passed: the launches after them write the
     // outputs that took over the inputs' buffers, which a failed step must leave as they were.

@@ -42,11 +42,14 @@ class OpenClExecutable final : public Executable {
   // The last launch that may refuse its operands (an index out of range): the stream waits for
   // the device there and reads the checks' results before it launches what comes after.
   int64_t last_checked_launch = -1;
-  void* copy[9] = {};             // the strided copy per element size (1, 2, 4, 8)
-  std::shared_ptr<void> program;  // keeps the kernels' code alive
+  void* copy[9] = {};  // the strided copy per element size (1, 2, 4, 8)
+  // The compiled graph owns the kernels (and the programs the launches point into): held until
+  // the last step queued with this executable has run, whatever the compile cache evicts.
+  std::shared_ptr<const class OpenClCompiledGraph> compiled;
 };
 
-class OpenClCompiledGraph final : public CompiledGraph {
+class OpenClCompiledGraph final : public CompiledGraph,
+                                  public std::enable_shared_from_this<OpenClCompiledGraph> {
  public:
   compiler::ExecutionPlan plan;
   std::shared_ptr<void> program;

@@ -416,22 +416,22 @@ static inline float lt_dynamic8_code(__constant const LtDynamicLevels* levels, b
   }
   return xf == xf ? code : 0.0f;
 }
-static inline float lt_dynamic8_value(__constant const LtDynamicLevels* levels, float code) {
-  const int index = code > 0.0f ? (code < 255.0f ? (int)code : 255) : 0;
-  return levels->values[index];
-}
-#define LT_DYNAMIC8(T)                                                                      \
-  LT_FN T lt_dequantize_signed8(T code) {                                                   \
-    return (T)lt_dynamic8_value(&lt_signed_levels, (float)code);                            \
-  }                                                                                         \
-  LT_FN T lt_quantize_signed8(T x) {                                                        \
-    return (T)lt_dynamic8_code(&lt_signed_levels, false, (float)x);                         \
-  }                                                                                         \
-  LT_FN T lt_dequantize_unsigned8(T code) {                                                 \
-    return (T)lt_dynamic8_value(&lt_unsigned_levels, (float)code);                          \
-  }                                                                                         \
-  LT_FN T lt_quantize_unsigned8(T x) {                                                      \
-    return (T)lt_dynamic8_code(&lt_unsigned_levels, true, (float)x);                        \
+#define LT_DYNAMIC8(T)                                                                     \
+  /* A code's table index, clamped and truncated in the code's own type (NaN reads 0). */  \
+  LT_FN int lt_dynamic8_index(T code) {                                                    \
+    return code > (T)0 ? (code < (T)255 ? (int)code : 255) : 0;                            \
+  }                                                                                        \
+  LT_FN T lt_dequantize_signed8(T code) {                                                  \
+    return (T)lt_signed_levels.values[lt_dynamic8_index(code)];                            \
+  }                                                                                        \
+  LT_FN T lt_quantize_signed8(T x) {                                                       \
+    return (T)lt_dynamic8_code(&lt_signed_levels, false, (float)x);                        \
+  }                                                                                        \
+  LT_FN T lt_dequantize_unsigned8(T code) {                                                \
+    return (T)lt_unsigned_levels.values[lt_dynamic8_index(code)];                          \
+  }                                                                                        \
+  LT_FN T lt_quantize_unsigned8(T x) {                                                     \
+    return (T)lt_dynamic8_code(&lt_unsigned_levels, true, (float)x);                       \
   }
 LT_DYNAMIC8(float)
 LT_DYNAMIC8(double)

@@ -64,11 +64,26 @@ std::string op_functions() {
       const std::string type = kDTypeInfos[d].c_register;
       types.insert(type == "long long" ? "long" : type == "unsigned char" ? "uchar" : type);
     }
+    // Signed integers wrap on overflow, as the CPU's kernels (-fwrapv) do: OpenCL C leaves it
+    // undefined (and PoCL takes no -fwrapv), so the ops that can overflow compute in the
+    // unsigned type, whose arithmetic wraps, with the same bits.
+    const bool wraps = op == ir::OpKind::Add || op == ir::OpKind::Sub || op == ir::OpKind::Mul ||
+                       op == ir::OpKind::Neg;
     for (const std::string& type : types) {
-      out += "LT_FN " + type + " lt_op_" + row.name + "(" + type + " a";
-      if (row.arity > 1) out += ", " + type + " b";
-      if (row.arity > 2) out += ", " + type + " c";
-      out += ") {\n  typedef " + type + " T;\n  return " + row.expression + ";\n}\n";
+      const bool integer = type == "int" || type == "long";
+      const std::string computed = wraps && integer ? "u" + type : type;
+      const std::string prefix = computed == type ? "" : "_";
+      out += "LT_FN " + type + " lt_op_" + row.name + "(" + type + " " + prefix + "a";
+      if (row.arity > 1) out += ", " + type + " " + prefix + "b";
+      if (row.arity > 2) out += ", " + type + " " + prefix + "c";
+      out += ") {\n  typedef " + computed + " T;\n";
+      if (!prefix.empty()) {
+        out += "  const T a = (T)_a";
+        if (row.arity > 1) out += ", b = (T)_b";
+        if (row.arity > 2) out += ", c = (T)_c";
+        out += ";\n";
+      }
+      out += "  return (" + type + ")(" + row.expression + ");\n}\n";
     }
   }
   return out + "#undef T\n";
