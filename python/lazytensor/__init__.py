@@ -184,8 +184,8 @@ def from_dlpack(ext_tensor):
     return tensor(_np.from_dlpack(ext_tensor))
 
 
-# Factories take PyTorch's keywords: dtype=, device= (a CPU device: see lazytensor.device) and
-# requires_grad=.
+# Factories take PyTorch's keywords: dtype=, device= (the default device: see lazytensor.device)
+# and requires_grad=.
 
 def zeros(*size, dtype=float32, device=None, requires_grad=False):
     _check_device(device, "zeros")
@@ -572,8 +572,8 @@ _device_type = device
 
 def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False,
         memory_format=None):
-    """t.to(dtype), t.to("cpu"), t.to(other): the dtype changes; CPU is the only device
-    (``non_blocking`` and ``memory_format`` change nothing here)."""
+    """t.to(dtype), t.to("cpu"), t.to(other): the dtype changes; the device must be the tensor's
+    own (``non_blocking`` and ``memory_format`` change nothing here)."""
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
@@ -583,7 +583,7 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False,
             device = a
         else:
             raise TypeError(f"to: unexpected argument {a!r}")
-    _check_device(device, "to")
+    _check_device(device, "to", self.device)
     if dtype is None or dtype == self.dtype:
         return self.clone() if copy else self
     return _engine_to(self, dtype)

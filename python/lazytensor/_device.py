@@ -1,17 +1,29 @@
 """Devices as PyTorch scripts name them: ``device=`` on factories, ``torch.device``,
 ``torch.cuda.is_available()`` and the ``torch.backends`` flags that GPT scripts set.
 
-The engine's devices are CPU devices (``cpu``, ``cpu:1``, ...); a script that asks for CUDA when
-it is available, as most do, finds it is not and stays on the CPU.
+The engine's devices are CPU devices (``cpu``, ``cpu:1``, ...) and, where a driver is installed,
+``opencl``; a script that asks for CUDA when it is available, as most do, finds it is not and
+stays on the CPU. Tensors are made on the thread's default device (``set_default_device``):
+``device=`` names it, and naming another raises lazytensor.Error (copies between devices are not
+supported yet).
 """
 import types as _types
 
 from . import _C
 
 
+def _unavailable_reason(kind):
+    """Why this machine cannot run device kind ``kind`` (device_kinds' reason), or None."""
+    for k in _C.device_kinds():
+        if k["name"] == kind:
+            return None if k["available"] else k["reason"]
+    return "lazytensor has no such device; its kinds are cpu, cuda and opencl"
+
+
 class device:
     """torch.device: a device's type and index; ``device("cpu")``, ``device("cpu", 1)``,
-    ``device("cpu:1")``. Only CPU devices exist: another type raises lazytensor.Error."""
+    ``device("cpu:1")``, ``device("opencl")``. A kind this machine cannot run raises
+    lazytensor.Error with the reason."""
 
     __slots__ = ("type", "index")
 
@@ -24,9 +36,9 @@ class device:
                 raise ValueError(f"device: type {text!r} has an index already")
             text, _, number = text.partition(":")
             index = int(number)
-        if text != "cpu":
-            raise _C.Error(f"device: '{type}' is not available (lazytensor runs on CPU devices: "
-                           "'cpu', 'cpu:1', ...; lazytensor.cuda.is_available() is False)")
+        reason = None if text == "cpu" else _unavailable_reason(text)
+        if reason is not None:
+            raise _C.Error(f"device: '{type}' is not available ({reason})")
         if index is not None and index < 0:
             raise ValueError(f"device: index {index} is negative")
         object.__setattr__(self, "type", text)
@@ -50,14 +62,27 @@ class device:
         return hash((self.type, self.index))
 
 
-def check_device(value, op):
-    """Refuses a device the engine does not have, naming the op; None and CPU devices pass."""
+def check_device(value, op, tensor_device=None):
+    """Refuses a device that is not where ``op`` makes its tensors, the thread's default device
+    (or, for a copy, the device the tensor is on), naming the op; None passes, and so does "cpu"
+    for cpu:0."""
     if value is None:
         return
     try:
-        device(value)
+        asked = device(value)
     except _C.Error as e:
         raise _C.Error(f"{op}: {str(e).removeprefix('device: ')}") from None
+    where = f"{asked.type}:{asked.index or 0}"
+    if tensor_device is not None:
+        if where != str(tensor_device):
+            raise _C.Error(f"{op}: the tensor is on {tensor_device}, not '{asked}': copies "
+                           "between devices are not supported yet")
+        return
+    default = _C._default_device()
+    if where != default:
+        raise _C.Error(f"{op}: device '{asked}' is not the default device, {default}, where "
+                       "tensors are made: choose it with lazytensor.set_default_device (copies "
+                       "between devices are not supported yet)")
 
 
 def set_default_device(device):

@@ -38,6 +38,22 @@ def test_factories_take_device_and_refuse_a_device_that_is_not_here():
         lt.ones(2).to("cuda:0")
 
 
+def test_device_names_the_default_device_and_no_other():
+    # Tensors are made on the thread's default device: device= names it, or is refused.
+    with pytest.raises(lt.Error, match="zeros: device 'cpu:1' is not the default device, cpu:0"):
+        lt.zeros(2, device="cpu:1")
+    with pytest.raises(lt.Error, match="to: the tensor is on cpu:0, not 'cpu:1'"):
+        lt.ones(2).to("cpu:1")
+    try:
+        lt.set_default_device("cpu:1")
+        assert lt.zeros(2, device="cpu:1").device == "cpu:1"
+        assert lt.arange(3, device=lt.device("cpu", 1)).to("cpu:1").tolist() == [0, 1, 2]
+        with pytest.raises(lt.Error, match="randn: device 'cpu' is not the default device, cpu:1"):
+            lt.randn(2, device="cpu")
+    finally:
+        lt.set_default_device("cpu")
+
+
 def test_device_objects_compare_and_print_as_torch_devices():
     assert str(lt.device("cpu")) == "cpu" and str(lt.device("cpu", 1)) == "cpu:1"
     assert lt.device("cpu:1") == lt.device("cpu", 1) == "cpu:1"

@@ -82,8 +82,9 @@ class Module:
         return self
 
     def to(self, *args, dtype=None, device=None, **kwargs):
-        """module.to(device), .to(dtype), .to(tensor): a CPU device is where everything is
-        already; a floating dtype casts the floating parameters and buffers in place."""
+        """module.to(device), .to(dtype), .to(tensor): the default device is where everything is
+        already (another raises lazytensor.Error); a floating dtype casts the floating parameters
+        and buffers in place."""
         from .. import _check_device, _C as engine
         for a in args:
             if isinstance(a, engine.dtype):
