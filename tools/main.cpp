@@ -165,8 +165,9 @@ int run_codegen_check(const std::string& device, const std::string& model, const
                                           std::to_string(stack) + " with a stack"
                                     : "";
   std::printf(
-      "%s %s step for %s (%s): %zu kernels %s%s; %d reductions (their folds not generated "
-      "yet), %d opaque ops (the target's own routines)\n",
+      "%s %s step for %s (%s): %zu kernels %s%s; %d reductions (the kernels that feed their "
+      "folds; the folds are not in this check), %d opaque ops (the target's own routines, not "
+      "in this check)\n",
       model.c_str(), device.c_str(), check.arch.c_str(), check.compiler.c_str(),
       check.kernels.size(), check.compiled ? "compiled" : "FAILED to compile", resources.c_str(),
       reductions, check.opaque_ops);
