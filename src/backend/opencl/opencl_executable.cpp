@@ -20,9 +20,16 @@ namespace {
 
 using compiler::ReduceKind;
 
-// Work-items for `n` elements: the kernels loop, so a bounded grid covers any n.
+// Work-items per work-group of the looping kernels. Fixed, not the driver's choice: PoCL
+// compiles a kernel once per work-group size, and its choice follows the grid, so that every new
+// size of a tensor built the kernel again (minutes of a cold cache for the dynamic-sizes suite).
+constexpr size_t kGroup = 64;
+
+// Work-items for `n` elements, whole work-groups: the kernels loop, so a bounded grid covers
+// any n.
 size_t grid_for(int64_t n) {
-  return static_cast<size_t>(std::clamp<int64_t>(n, 1, int64_t{1} << 16));
+  const auto items = static_cast<size_t>(std::clamp<int64_t>(n, 1, int64_t{1} << 16));
+  return (items + kGroup - 1) / kGroup * kGroup;
 }
 
 const char* index_op_name(ir::OpKind op) {
@@ -122,7 +129,7 @@ struct RunState {
         .value<int64_t>(offset)
         .long8(dst8)
         .value<int64_t>(dst_offset);
-    device.launch(kernel, grid_for(n), 0);
+    device.launch(kernel, grid_for(n), kGroup);
   }
 
   // The operand's elements, contiguous: its own buffer where they are laid out so.
@@ -188,7 +195,7 @@ void RunState::run_kernel(const Launch& launch, const std::vector<double>& scala
         args.buffer(mem);
       }
       args.value<int64_t>(0).value<int64_t>(inst.numel);
-      device.launch(launch.kernel, grid_for(inst.numel), 0);
+      device.launch(launch.kernel, grid_for(inst.numel), kGroup);
       if (launch.reduce == ReduceKind::None) continue;
       Arguments(device, launch.fold)
           .buffer(values)
@@ -292,7 +299,7 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
           .value<int64_t>(g.rows)
           .value<int64_t>(g.inner)
           .value<int64_t>(count);
-      device.launch(launch.kernel, grid_for(total), 0);
+      device.launch(launch.kernel, grid_for(total), kGroup);
       return;
     }
     case ir::OpKind::IndexAdd: {
@@ -313,7 +320,7 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
           .value<int64_t>(g.rows)
           .value<int64_t>(g.inner)
           .value<int64_t>(ids.shape.numel());
-      device.launch(launch.kernel, grid_for(g.outer * g.inner), 0);
+      device.launch(launch.kernel, grid_for(g.outer * g.inner), kGroup);
       if (!wide) return;
       Arguments(device, launch.convert)
           .buffer(acc)
@@ -321,7 +328,7 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
           .value<int64_t>(1)
           .buffer(out)
           .value<int64_t>(total);
-      device.launch(launch.convert, grid_for(total), 0);
+      device.launch(launch.convert, grid_for(total), kGroup);
       return;
     }
     case ir::OpKind::CheckIndex: {
@@ -335,7 +342,7 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
           .value<int64_t>(ids.shape.rank() == 0 ? 0 : ids.strides[0])
           .buffer(out)
           .value<int64_t>(count);
-      device.launch(launch.convert, grid_for(count), 0);
+      device.launch(launch.convert, grid_for(count), kGroup);
       return;
     }
     case ir::OpKind::Cat: {
@@ -362,7 +369,8 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
           .value<int64_t>(rows)
           .value<int64_t>(n)
           .value<int32_t>(op.attrs[0] != 0 ? 1 : 0);
-      device.launch(launch.kernel, grid_for(op.op == ir::OpKind::ArgSort ? rows * n : rows), 0);
+      device.launch(launch.kernel, grid_for(op.op == ir::OpKind::ArgSort ? rows * n : rows),
+                    kGroup);
       return;
     }
     default:
