@@ -21,6 +21,29 @@ void throw_index_out_of_range(const char* op, int dim, int64_t size, int64_t id,
                    std::to_string(size - 1) + ")");
 }
 
+bool is_contiguous(const StridedOperand& x) {
+  int64_t expected = 1;
+  for (int d = x.shape.rank() - 1; d >= 0; --d) {
+    if (x.shape[d] != 1 && x.strides[d] != expected) return false;
+    expected *= x.shape[d];
+  }
+  return true;
+}
+
+IndexGeometry geometry(const Shape& table, int dim) {
+  IndexGeometry g;
+  g.dim = dim;
+  for (int d = 0; d < dim; ++d) g.outer *= table[d];
+  g.rows = table[dim];
+  for (int d = dim + 1; d < table.rank(); ++d) g.inner *= table[d];
+  return g;
+}
+
+Rows rows_of(const Shape& shape) {
+  const int64_t n = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
+  return {n == 0 ? 0 : shape.numel() / n, n};
+}
+
 void contiguous_strides(const Shape& shape, int64_t* strides) {
   for (int64_t d = shape.rank() - 1, stride = 1; d >= 0; --d) {
     strides[d] = stride;

@@ -35,6 +35,22 @@ struct OpaqueOp {
 [[noreturn]] void throw_index_out_of_range(const char* op, int dim, int64_t size, int64_t id,
                                            int64_t position, std::optional<int64_t> ignore);
 
+// Whether the operand's elements are laid out row-major from its offset (dims of size 1 aside).
+bool is_contiguous(const StridedOperand& x);
+
+// The indexed dim of an index op splits its table into outer x rows x inner elements.
+struct IndexGeometry {
+  int dim = 0;
+  int64_t outer = 1, rows = 0, inner = 1;
+};
+IndexGeometry geometry(const Shape& table, int dim);
+
+// Rows of the last dim (sort's and cumsum's): `rows` of `n` elements each.
+struct Rows {
+  int64_t rows = 0, n = 0;
+};
+Rows rows_of(const Shape& shape);
+
 // Row-major strides of `shape`, in elements.
 void contiguous_strides(const Shape& shape, int64_t* strides);
 

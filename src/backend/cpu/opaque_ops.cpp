@@ -19,15 +19,6 @@ namespace lt::backend::cpu {
 
 namespace {
 
-bool is_contiguous(const StridedOperand& x) {
-  int64_t expected = 1;
-  for (int d = x.shape.rank() - 1; d >= 0; --d) {
-    if (x.shape[d] != 1 && x.strides[d] != expected) return false;
-    expected *= x.shape[d];
-  }
-  return true;
-}
-
 const char* element_address(const StridedOperand& x, const std::vector<void*>& slots) {
   return static_cast<const char*>(slots[x.slot]) + x.offset * dtype_size(x.dtype);
 }
@@ -215,21 +206,6 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
                lb.ld, c, batch);
 }
 
-// The indexed dim of an index op splits its table into outer x rows x inner elements.
-struct IndexGeometry {
-  int dim = 0;
-  int64_t outer = 1, rows = 0, inner = 1;
-};
-
-IndexGeometry geometry(const Shape& table, int dim) {
-  IndexGeometry g;
-  g.dim = dim;
-  for (int d = 0; d < dim; ++d) g.outer *= table[d];
-  g.rows = table[dim];
-  for (int d = dim + 1; d < table.rank(); ++d) g.inner *= table[d];
-  return g;
-}
-
 void run_index_select(const OpaqueOp& op, const std::vector<void*>& slots, ThreadPool& pool) {
   const StridedOperand& table = op.operands[0];
   const IndexGeometry g = geometry(table.shape, static_cast<int>(op.attrs[0]));
@@ -291,15 +267,6 @@ void run_check_index(const OpaqueOp& op, const std::vector<void*>& slots) {
       static_cast<int32_t*>(out)[j] = static_cast<int32_t>(ids[j]);
     }
   }
-}
-
-// Rows of the last dim: `rows` of `n` elements each.
-struct Rows {
-  int64_t rows = 0, n = 0;
-};
-Rows rows_of(const Shape& shape) {
-  const int64_t n = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
-  return {n == 0 ? 0 : shape.numel() / n, n};
 }
 
 // The order of a row's elements: stable, NaN above every number (so last ascending, first

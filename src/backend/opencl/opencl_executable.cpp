@@ -67,15 +67,6 @@ class Arguments {
   int next_ = 0;
 };
 
-bool is_contiguous(const StridedOperand& x) {
-  int64_t expected = 1;
-  for (int d = x.shape.rank() - 1; d >= 0; --d) {
-    if (x.shape[d] != 1 && x.strides[d] != expected) return false;
-    expected *= x.shape[d];
-  }
-  return x.offset == 0;
-}
-
 // What one run of an executable holds until the device is done with it.
 struct RunState {
   const Device& device;
@@ -135,7 +126,7 @@ struct RunState {
   // The operand's elements, contiguous: its own buffer where they are laid out so.
   void* contiguous(const StridedOperand& x) {
     void* buffer = slots[x.slot];
-    if (is_contiguous(x)) return buffer;
+    if (is_contiguous(x) && x.offset == 0) return buffer;
     const size_t size = dtype_size(x.dtype);
     void* dst = scratch(static_cast<size_t>(x.shape.numel()) * size);
     copy(buffer, size, x.shape.rank(), x.shape.begin(), x.strides, x.offset, dst);
@@ -220,18 +211,6 @@ void RunState::run_kernel(const Launch& launch, const std::vector<double>& scala
                     Routines::kFoldLanes);
     }
   }
-}
-
-// The indexed dim of an index op splits its table into outer x rows x inner elements.
-struct IndexGeometry {
-  int64_t outer = 1, rows = 0, inner = 1;
-};
-IndexGeometry geometry(const Shape& table, int dim) {
-  IndexGeometry g;
-  for (int d = 0; d < dim; ++d) g.outer *= table[d];
-  g.rows = table[dim];
-  for (int d = dim + 1; d < table.rank(); ++d) g.inner *= table[d];
-  return g;
 }
 
 void RunState::run_opaque(size_t index, const Launch& launch) {
@@ -360,8 +339,7 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
     case ir::OpKind::ArgSort:
     case ir::OpKind::CumSum: {
       const Shape& shape = op.output_shape;
-      const int64_t n = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
-      const int64_t rows = n == 0 ? 0 : shape.numel() / n;
+      const auto [rows, n] = rows_of(shape);
       if (rows == 0) return;
       Arguments(device, launch.kernel)
           .buffer(contiguous(op.operands[0]))

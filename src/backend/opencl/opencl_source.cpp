@@ -61,8 +61,7 @@ std::string op_functions() {
     for (size_t d = 0; d < kNumDTypes; ++d) {
       const DType dtype = kDTypeInfos[d].dtype;
       if (!ir::has_kernel(op, dtype)) continue;
-      const std::string type = kDTypeInfos[d].c_register;
-      types.insert(type == "long long" ? "long" : type == "unsigned char" ? "uchar" : type);
+      types.insert(register_type(dtype, KernelDialect::opencl));
     }
     // Signed integers wrap on overflow, as the CPU's kernels (-fwrapv) do: OpenCL C leaves it
     // undefined (and PoCL takes no -fwrapv), so the ops that can overflow compute in the
