@@ -302,8 +302,8 @@ TEST(OpenClCodegenTest, EveryKernelComputesTheCpusResults) {
     name += std::to_string(i);
     symbols.push_back(name);
   }
-  const auto program = device->build(lt::backend::opencl::generate_source(pointers, symbols),
-                                     lt::backend::opencl::build_options());
+  const auto program = device->build_source(lt::backend::opencl::generate_source(pointers, symbols),
+                                            lt::backend::opencl::build_options());
   std::mt19937 rng(std::random_device{}());
   int exact = 0;
   for (size_t p = 0; p < programs.size(); ++p) {

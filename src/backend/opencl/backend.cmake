@@ -5,10 +5,7 @@
 target_sources(
   lazytensor
   PRIVATE ${CMAKE_CURRENT_LIST_DIR}/opencl_api.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/opencl_backend.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/opencl_executable.cpp
           ${CMAKE_CURRENT_LIST_DIR}/opencl_prelude.cpp
           ${CMAKE_CURRENT_LIST_DIR}/opencl_registration.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/opencl_routines.cpp
           ${CMAKE_CURRENT_LIST_DIR}/opencl_source.cpp)
 target_link_libraries(lazytensor PRIVATE ${CMAKE_DL_LIBS})

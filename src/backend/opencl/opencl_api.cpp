@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernel_source.h"
+#include "backend/opencl/opencl_source.h"
 #include "lazytensor/error.h"
 
 namespace lt::backend::opencl {
@@ -184,7 +186,18 @@ void Device::check(ClInt status, const char* call) {
   }
 }
 
-std::shared_ptr<void> Device::build(const std::string& source, const std::string& options) const {
+bool Device::scalars_by_value(const compiler::KernelProgram& program) const {
+  return opencl_scalars_by_value(program);
+}
+
+std::shared_ptr<void> Device::build(const std::vector<const compiler::KernelProgram*>& programs,
+                                    const std::vector<std::string>& symbols,
+                                    const std::string& routines) const {
+  return build_source(generate_source(programs, symbols) + routines, build_options());
+}
+
+std::shared_ptr<void> Device::build_source(const std::string& source,
+                                           const std::string& options) const {
   const char* text = source.c_str();
   const size_t length = source.size();
   ClInt error = kSuccess;
@@ -222,24 +235,25 @@ std::shared_ptr<void> Device::allocate(size_t bytes) const {
   return std::shared_ptr<void>(buffer, [api = api_](void* m) { api.release_mem(m); });
 }
 
-void Device::write(Mem buffer, const void* src, size_t bytes, bool blocking) const {
+void Device::write(void* buffer, const void* src, size_t bytes, bool blocking) const {
   if (bytes == 0) return;
   check(api_.enqueue_write(queue_, buffer, blocking ? kTrue : kFalse, 0, bytes, src, 0, nullptr,
                            nullptr),
         "clEnqueueWriteBuffer");
 }
 
-void Device::read(Mem buffer, void* dst, size_t bytes) const {
+void Device::read(const void* buffer, void* dst, size_t bytes) const {
   if (bytes == 0) return;
-  check(api_.enqueue_read(queue_, buffer, kTrue, 0, bytes, dst, 0, nullptr, nullptr),
+  check(api_.enqueue_read(queue_, const_cast<void*>(buffer), kTrue, 0, bytes, dst, 0, nullptr,
+                          nullptr),
         "clEnqueueReadBuffer");
 }
 
-void Device::set_arg(Kernel kernel, int index, size_t bytes, const void* value) const {
+void Device::set_arg(void* kernel, int index, size_t bytes, const void* value) const {
   check(api_.set_kernel_arg(kernel, static_cast<ClUint>(index), bytes, value), "clSetKernelArg");
 }
 
-void Device::launch(Kernel kernel, size_t global, size_t local) const {
+void Device::launch(void* kernel, size_t global, size_t local) const {
   check(api_.enqueue_kernel(queue_, kernel, 1, nullptr, &global, local ? &local : nullptr, 0,
                             nullptr, nullptr),
         "clEnqueueNDRangeKernel");

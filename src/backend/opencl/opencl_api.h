@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/offload/runtime.h"
+
 namespace lt::backend::opencl {
 
 using ClInt = int32_t;
@@ -70,12 +72,13 @@ struct FoundDevice {
 std::optional<FoundDevice> find_device(const Api& api, std::string* why);
 
 // One OpenCL device (the first of the first platform that has one): its context and one
-// in-order queue. Calls that fail throw lt::Error naming the call and OpenCL's error code.
-class Device {
+// in-order queue, as the offload backend's runtime. Calls that fail throw lt::Error naming the
+// call and OpenCL's error code.
+class Device final : public offload::Runtime {
  public:
   // Null with `why` where there is no loader, platform or device.
   static std::shared_ptr<Device> open(std::string* why);
-  ~Device();
+  ~Device() override;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -85,23 +88,31 @@ class Device {
   DeviceId id() const { return device_; }
   // As find_device gives them.
   const std::string& name() const { return name_; }
-  const std::string& description() const { return description_; }
+  std::string description() const override { return description_; }
   // The most bytes of arguments one kernel takes (at least 1024 by the standard).
   size_t max_argument_bytes() const { return max_argument_bytes_; }
   // The memory the device reports (PoCL reports the host's and enforces no limit).
-  int64_t global_memory_bytes() const { return global_memory_bytes_; }
+  int64_t global_memory_bytes() const override { return global_memory_bytes_; }
+
+  std::string kind() const override { return "opencl"; }
+  KernelDialect dialect() const override { return KernelDialect::opencl; }
+  bool scalars_by_value(const compiler::KernelProgram& program) const override;
+  std::string matmul_library() const override { return "OpenCL C (generated kernel)"; }
 
   // Builds `source` with `options`; throws lt::Error with the compiler's log when it fails.
   // The program is released with the returned handle.
-  std::shared_ptr<void> build(const std::string& source, const std::string& options) const;
-  std::shared_ptr<void> kernel(const std::shared_ptr<void>& program, const std::string& name) const;
-  std::shared_ptr<void> allocate(size_t bytes) const;
-  void write(Mem buffer, const void* src, size_t bytes, bool blocking) const;
-  void read(Mem buffer, void* dst, size_t bytes) const;  // waits for the bytes
-  // One argument: a buffer (`sizeof(Mem)` bytes of its handle) or a value.
-  void set_arg(Kernel kernel, int index, size_t bytes, const void* value) const;
-  void launch(Kernel kernel, size_t global, size_t local) const;
-  void finish() const;
+  std::shared_ptr<void> build_source(const std::string& source, const std::string& options) const;
+  std::shared_ptr<void> build(const std::vector<const compiler::KernelProgram*>& programs,
+                              const std::vector<std::string>& symbols,
+                              const std::string& routines) const override;
+  std::shared_ptr<void> kernel(const std::shared_ptr<void>& program,
+                               const std::string& name) const override;
+  std::shared_ptr<void> allocate(size_t bytes) const override;
+  void write(void* buffer, const void* src, size_t bytes, bool blocking) const override;
+  void read(const void* buffer, void* dst, size_t bytes) const override;
+  void set_arg(void* kernel, int index, size_t bytes, const void* value) const override;
+  void launch(void* kernel, size_t global, size_t local) const override;
+  void finish() const override;
 
   // Throws lt::Error naming `call` where `status` is not CL_SUCCESS.
   static void check(ClInt status, const char* call);

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "backend/offload/offload_backend.h"
 #include "backend/opencl/opencl_api.h"
-#include "backend/opencl/opencl_backend.h"
 #include "backend/opencl/opencl_source.h"
 #include "backend/registry.h"
 #include "lazytensor/error.h"
@@ -38,7 +38,7 @@ CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
   out.compiler = device->description();
   std::shared_ptr<void> program;
   try {
-    program = device->build(generate_source(programs, names), build_options());
+    program = device->build_source(generate_source(programs, names), build_options());
     out.compiled = true;
   } catch (const Error& e) {
     out.log = e.what();
@@ -57,6 +57,18 @@ CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
     out.kernels.push_back(kernel);
   }
   return out;
+}
+
+// The backend of opencl:0, the one device served.
+std::unique_ptr<Backend> make_backend(int index, const BackendSettings& settings) {
+  if (index != 0) {
+    throw Error("opencl:" + std::to_string(index) + ": the opencl backend serves one device, " +
+                "opencl:0");
+  }
+  std::string why;
+  std::shared_ptr<Device> device = Device::open(&why);
+  if (device == nullptr) throw Error("opencl:0: " + why);
+  return offload::make_backend(std::move(device), index, settings);
 }
 
 }  // namespace

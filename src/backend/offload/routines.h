@@ -1,21 +1,28 @@
 #pragma once
-// The OpenCL C routines a step needs besides its fused kernels: strided copies (gathers, views,
-// cat), the folds of reductions, matrix products and the opaque ops (index_select, index_add,
-// the index checks, argsort, cumsum), each generated for the dtypes it is asked for. A routine
-// is asked for by its parameters and answered with its kernel's name; source() is every routine
-// asked for, to build with the step's kernels.
+// The routines a step needs on a device besides its fused kernels: strided copies (gathers,
+// views, cat), the folds of reductions, matrix products and the opaque ops (index_select,
+// index_add, the index checks, argsort, cumsum), each generated for the dtypes it is asked for,
+// in OpenCL C or CUDA C++: one text over a small vocabulary of macros that each dialect defines
+// (kernels, memory spaces, grid positions, the work-group barrier). A routine is asked for by
+// its parameters and answered with its kernel's name; source() is every routine asked for, to
+// build with the step's kernels (after the dialect's prelude: the loads and stores of the
+// dtypes are the kernels' own).
 #include <map>
 #include <string>
 
+#include "backend/kernel_source.h"
 #include "lazytensor/dtype.h"
 
-namespace lt::backend::opencl {
+namespace lt::backend::offload {
 
 class Routines {
  public:
+  // OpenCL or CUDA (the CPU backend's opaque ops are its own).
+  explicit Routines(KernelDialect dialect);
+
   // dst[dst_offset + idx . dst_strides] = src[src_offset + idx . src_strides] for each index idx
-  // of n elements of `sizes` (row-major): (src, dst, n, rank, long8 sizes, long8 src_strides,
-  // src_offset, long8 dst_strides, dst_offset).
+  // of n elements of `sizes` (row-major): (src, dst, n, rank, LtLong8 sizes, LtLong8 src_strides,
+  // src_offset, LtLong8 dst_strides, dst_offset).
   std::string copy(size_t element_size);
   // One work-group of kFoldLanes per output: out[o] = the fold of values[o * inner, (o + 1) *
   // inner) by compiler::ReduceKind `kind`, in double: (values, out, outer, inner, kind).
@@ -54,7 +61,12 @@ class Routines {
 
  private:
   std::string add(const std::string& name, const std::string& body);
+  std::string storage(DType dtype) const;
+  std::string reg(DType dtype) const;
+  std::string load(DType dtype, const std::string& element) const;
+  std::string store(DType dtype, const std::string& value) const;
+  KernelDialect dialect_;
   std::map<std::string, std::string> sources_;
 };
 
-}  // namespace lt::backend::opencl
+}  // namespace lt::backend::offload

@@ -1,4 +1,4 @@
-#include "backend/opencl/opencl_executable.h"
+#include "backend/offload/offload_executable.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,13 +8,12 @@
 #include <vector>
 
 #include "backend/kernel_source.h"
-#include "backend/opencl/opencl_routines.h"
-#include "backend/opencl/opencl_source.h"
+#include "backend/offload/routines.h"
 #include "compiler/fusion.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
 
-namespace lt::backend::opencl {
+namespace lt::backend::offload {
 
 namespace {
 
@@ -46,7 +45,7 @@ const char* index_op_name(ir::OpKind op) {
 // A kernel's arguments, set in order.
 class Arguments {
  public:
-  Arguments(const Device& device, void* kernel) : device_(device), kernel_(kernel) {}
+  Arguments(const Runtime& device, void* kernel) : device_(device), kernel_(kernel) {}
   Arguments& buffer(void* mem) {
     device_.set_arg(kernel_, next_++, sizeof mem, &mem);
     return *this;
@@ -62,20 +61,20 @@ class Arguments {
   }
 
  private:
-  const Device& device_;
+  const Runtime& device_;
   void* kernel_;
   int next_ = 0;
 };
 
 // What one run of an executable holds until the device is done with it.
 struct RunState {
-  const Device& device;
-  const OpenClExecutable& exe;
+  const Runtime& device;
+  const OffloadExecutable& exe;
   const std::function<BufferPtr(size_t)>& allocate;
   std::vector<void*> slots;
   std::vector<BufferPtr> temporaries;  // the plan's, for the whole run
-  // One launch's copies and values to fold. Released after the launch is queued: OpenCL frees a
-  // buffer once the commands queued on it have run.
+  // One launch's copies and values to fold. Released after the launch is queued: a runtime frees
+  // a buffer once the commands queued on it have run.
   std::vector<BufferPtr> held;
   std::vector<std::shared_ptr<std::vector<double>>> host_scalars;
   // The index checks' results: {launch, status buffer, host copy}.
@@ -154,7 +153,7 @@ struct RunState {
 
 void RunState::run_kernel(const Launch& launch, const std::vector<double>& scalars) {
   const compiler::KernelProgram& program = *launch.program;
-  const bool by_value = opencl_scalars_by_value(program);
+  const bool by_value = device.scalars_by_value(program);
   for (const Instance& inst : launch.instances) {
     if (inst.numel > 0) {
       Arguments args(device, launch.kernel);
@@ -352,7 +351,7 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
       return;
     }
     default:
-      throw Error(std::string("opencl: no routine for op ") + ir::op_info(op.op).name);
+      throw Error(device.kind() + ": no routine for op " + ir::op_info(op.op).name);
   }
 }
 
@@ -363,13 +362,13 @@ size_t node_bytes(const ir::Graph& graph, uint32_t node) {
 
 }  // namespace
 
-std::shared_ptr<OpenClCompiledGraph> compile_graph(const Device& device, const ir::Graph& graph,
-                                                   const CompileOptions& options) {
-  auto compiled = std::make_shared<OpenClCompiledGraph>();
+std::shared_ptr<OffloadCompiledGraph> compile_graph(const Runtime& device, const ir::Graph& graph,
+                                                    const CompileOptions& options) {
+  auto compiled = std::make_shared<OffloadCompiledGraph>();
   compiled->plan = compiler::plan_execution(graph, options.fusion);
   const compiler::ExecutionPlan& plan = compiled->plan;
   compiled->num_kernels = static_cast<int64_t>(plan.kernels.size());
-  Routines routines;
+  Routines routines(device.dialect());
   for (size_t size : {1, 2, 4, 8}) compiled->copy_names[size] = routines.copy(size);
   std::vector<const compiler::KernelProgram*> programs;
   std::vector<std::string> symbols;
@@ -405,7 +404,7 @@ std::shared_ptr<OpenClCompiledGraph> compile_graph(const Device& device, const i
         break;
       case ir::OpKind::IndexAdd:
         if (!dtype_info(node.dtype).arithmetic) {
-          throw Error(std::string("opencl: index_add has no kernel for dtype ") +
+          throw Error(device.kind() + ": index_add has no kernel for dtype " +
                       dtype_name(node.dtype));
         }
         kernel = routines.index_add(node.dtype, operand(1));
@@ -430,12 +429,11 @@ std::shared_ptr<OpenClCompiledGraph> compile_graph(const Device& device, const i
         kernel = routines.cumsum(node.dtype);
         break;
       default:
-        throw Error(std::string("opencl: the device has no routine for ") +
-                    ir::op_info(node.op).name + " (collectives run on the cpu device)");
+        throw Error(device.kind() + ": the device has no routine for " + ir::op_info(node.op).name +
+                    " (collectives run on the cpu device)");
     }
   }
-  compiled->program =
-      device.build(generate_source(programs, symbols) + routines.source(), build_options());
+  compiled->program = device.build(programs, symbols, routines.source());
   const auto take = [&](const std::string& name) {
     if (!name.empty() && !compiled->kernels.count(name)) {
       compiled->kernels[name] = device.kernel(compiled->program, name);
@@ -451,10 +449,10 @@ std::shared_ptr<OpenClCompiledGraph> compile_graph(const Device& device, const i
   return compiled;
 }
 
-std::shared_ptr<Executable> OpenClCompiledGraph::bind(const ir::Graph& graph,
-                                                      std::string* why) const {
+std::shared_ptr<Executable> OffloadCompiledGraph::bind(const ir::Graph& graph,
+                                                       std::string* why) const {
   if (!plan.assumptions.hold_for(graph, why)) return nullptr;
-  auto exe = std::make_shared<OpenClExecutable>();
+  auto exe = std::make_shared<OffloadExecutable>();
   exe->compiled = shared_from_this();
   exe->num_kernels = num_kernels;
   exe->num_inputs = plan.num_inputs;
@@ -497,14 +495,14 @@ std::shared_ptr<Executable> OpenClCompiledGraph::bind(const ir::Graph& graph,
   return exe;
 }
 
-void run_executable(const Device& device, const OpenClExecutable& exe, const ExecutionArgs& args,
+void run_executable(const Runtime& device, const OffloadExecutable& exe, const ExecutionArgs& args,
                     const std::function<BufferPtr(size_t)>& allocate, size_t& launches_begun) {
   RunState run{device, exe, allocate, {}, {}, {}, {}, {}};
   // Declared after the run's state, so destroyed first: on any exit, a launch that failed to
   // queue included, the device has finished with the scratch buffers and the host's scalar
   // arrays before they are released.
   struct FinishFirst {
-    const Device& device;
+    const Runtime& device;
     ~FinishFirst() {
       try {
         device.finish();
@@ -548,4 +546,4 @@ void run_executable(const Device& device, const OpenClExecutable& exe, const Exe
   device.finish();
 }
 
-}  // namespace lt::backend::opencl
+}  // namespace lt::backend::offload

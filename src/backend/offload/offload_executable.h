@@ -1,7 +1,8 @@
 #pragma once
-// A graph compiled for an OpenCL device: the plan every backend shares, its fused kernels and
-// the routines they need built as one OpenCL program, and the launches bound to a graph's sizes,
-// run in order on the device's queue from the backend's stream.
+// A graph compiled for a device with its own memory: the plan every backend shares, its fused
+// kernels and the routines they need built as one program in the device's dialect, and the
+// launches bound to a graph's sizes, run in order on the device's queue from the backend's
+// stream.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -11,11 +12,11 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_instance.h"
+#include "backend/offload/runtime.h"
 #include "backend/opaque_op.h"
-#include "backend/opencl/opencl_api.h"
 #include "compiler/execution_plan.h"
 
-namespace lt::backend::opencl {
+namespace lt::backend::offload {
 
 // One launch of a step: a fused kernel over one or many instances (multi-tensor), with a fold
 // after it for a reduction, or an opaque op's routines.
@@ -32,7 +33,7 @@ struct Launch {
   void* convert = nullptr;  // index_add of a wide dtype, check_index: the final conversion
 };
 
-class OpenClExecutable final : public Executable {
+class OffloadExecutable final : public Executable {
  public:
   int num_inputs = 0;
   int num_outputs = 0;
@@ -45,11 +46,11 @@ class OpenClExecutable final : public Executable {
   void* copy[9] = {};  // the strided copy per element size (1, 2, 4, 8)
   // The compiled graph owns the kernels (and the programs the launches point into): held until
   // the last step queued with this executable has run, whatever the compile cache evicts.
-  std::shared_ptr<const class OpenClCompiledGraph> compiled;
+  std::shared_ptr<const class OffloadCompiledGraph> compiled;
 };
 
-class OpenClCompiledGraph final : public CompiledGraph,
-                                  public std::enable_shared_from_this<OpenClCompiledGraph> {
+class OffloadCompiledGraph final : public CompiledGraph,
+                                   public std::enable_shared_from_this<OffloadCompiledGraph> {
  public:
   compiler::ExecutionPlan plan;
   std::shared_ptr<void> program;
@@ -61,13 +62,13 @@ class OpenClCompiledGraph final : public CompiledGraph,
 };
 
 // Throws lt::Error naming an op the device has no routine for.
-std::shared_ptr<OpenClCompiledGraph> compile_graph(const Device& device, const ir::Graph& graph,
-                                                   const CompileOptions& options);
+std::shared_ptr<OffloadCompiledGraph> compile_graph(const Runtime& device, const ir::Graph& graph,
+                                                    const CompileOptions& options);
 
 // Runs every launch in order, on the stream: slots are the step's buffers (inputs, outputs,
 // then temporaries, which `allocate` provides, as it provides the launches' scratch). Throws
 // what a launch or a check raised; `launches_begun` counts the launches started.
-void run_executable(const Device& device, const OpenClExecutable& exe, const ExecutionArgs& args,
+void run_executable(const Runtime& device, const OffloadExecutable& exe, const ExecutionArgs& args,
                     const std::function<BufferPtr(size_t)>& allocate, size_t& launches_begun);
 
-}  // namespace lt::backend::opencl
+}  // namespace lt::backend::offload

@@ -1,8 +1,8 @@
-// The OpenCL device: buffers in the device's memory with the engine's own capacity accounting
-// (PoCL enforces none), one in-order queue driven from the backend's stream, so the host traces
-// on while the stream uploads, launches and waits for the device, and steps that fail commit
-// nothing.
-#include "backend/opencl/opencl_backend.h"
+// A device with its own memory (OpenCL, CUDA) through its offload::Runtime: buffers in the
+// device's memory with the engine's own capacity accounting (PoCL enforces none), one in-order
+// queue driven from the backend's stream, so the host traces on while the stream uploads,
+// launches and waits for the device, and steps that fail commit nothing.
+#include "backend/offload/offload_backend.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,42 +14,31 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/opencl/opencl_api.h"
-#include "backend/opencl/opencl_executable.h"
+#include "backend/offload/offload_executable.h"
+#include "backend/offload/runtime.h"
 #include "backend/stream.h"
 #include "lazytensor/error.h"
 #include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
-namespace lt::backend::opencl {
+namespace lt::backend::offload {
 
 namespace {
 
 // As the CPU's stream: two queued tasks keep tracing overlapped with the device.
 constexpr size_t kMaxQueuedTasks = 2;
 
-std::shared_ptr<Device> open_device(int index) {
-  if (index != 0) {
-    throw Error("opencl:" + std::to_string(index) + ": the opencl backend serves one device, " +
-                "opencl:0");
-  }
-  std::string why;
-  std::shared_ptr<Device> device = Device::open(&why);
-  if (device == nullptr) throw Error("opencl:0: " + why);
-  return device;
-}
-
-class OpenClBackend final : public Backend {
+class OffloadBackend final : public Backend {
  public:
-  OpenClBackend(int index, const BackendSettings& settings)
-      : index_(index),
-        device_(open_device(index)),
+  OffloadBackend(std::shared_ptr<const Runtime> device, int index, const BackendSettings& settings)
+      : name_(device->kind() + ":" + std::to_string(index)),
+        device_(std::move(device)),
         memory_limit_(settings.memory_limit),
         stream_(kMaxQueuedTasks) {
-    stream_.enqueue([] { profiler::set_thread_name("device stream (opencl:0)"); });
+    stream_.enqueue([name = name_] { profiler::set_thread_name("device stream (" + name + ")"); });
   }
 
-  std::string name() const override { return "opencl:" + std::to_string(index_); }
+  std::string name() const override { return name_; }
 
   BufferPtr allocate(size_t bytes) override {
     // Counted before the driver is asked, so that two threads cannot both pass the limit.
@@ -165,7 +154,7 @@ class OpenClBackend final : public Backend {
     static metrics::Counter& launches = metrics::counter("KernelLaunch");
     executions.add();
     launches.add(executable->num_launches);
-    auto exe = std::static_pointer_cast<OpenClExecutable>(std::move(executable));
+    auto exe = std::static_pointer_cast<OffloadExecutable>(std::move(executable));
     stream_.enqueue([this, exe, args = std::move(args)] {
       static metrics::Timer& time = metrics::timer("ExecuteTime");
       metrics::ScopedTimer timer(time);
@@ -220,19 +209,19 @@ class OpenClBackend final : public Backend {
   void update_settings(const BackendSettings& settings) override {
     memory_limit_.store(settings.memory_limit);
   }
-  // Kernels are OpenCL C whatever the settings (the CPU's interpreter and native compiler
-  // settings do not apply).
+  // Kernels are the device's dialect whatever the settings (the CPU's interpreter and native
+  // compiler settings do not apply).
   uint64_t compile_fingerprint() const override { return 0; }
   void wait_compiles() override {}
   // Each compiled graph builds one program and holds it.
   size_t kernel_cache_entries() const override { return programs_built_.load(); }
   void clear_kernel_cache() override {}
 
-  std::string matmul_library(DType) const override { return "OpenCL C (generated kernel)"; }
+  std::string matmul_library(DType) const override { return device_->matmul_library(); }
 
  private:
-  const int index_;
-  const std::shared_ptr<Device> device_;
+  const std::string name_;
+  const std::shared_ptr<const Runtime> device_;
   std::atomic<int64_t> memory_limit_;  // bytes; 0: what the device reports
   std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
   std::atomic<size_t> programs_built_{0};
@@ -241,8 +230,9 @@ class OpenClBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(int index, const BackendSettings& settings) {
-  return std::make_unique<OpenClBackend>(index, settings);
+std::unique_ptr<Backend> make_backend(std::shared_ptr<const Runtime> device, int index,
+                                      const BackendSettings& settings) {
+  return std::make_unique<OffloadBackend>(std::move(device), index, settings);
 }
 
-}  // namespace lt::backend::opencl
+}  // namespace lt::backend::offload

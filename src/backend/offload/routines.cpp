@@ -1,29 +1,16 @@
-#include "backend/opencl/opencl_routines.h"
+#include "backend/offload/routines.h"
 
 #include <string>
 
 #include "backend/kernel_source.h"
 #include "compiler/kernel_program.h"
 #include "ir/dtype_traits.h"
+#include "lazytensor/error.h"
 
-namespace lt::backend::opencl {
+namespace lt::backend::offload {
 
 namespace {
 
-constexpr KernelDialect kCl = KernelDialect::opencl;
-
-std::string storage(DType dtype) {
-  return storage_type(dtype, kCl);
-}
-std::string reg(DType dtype) {
-  return register_type(dtype, kCl);
-}
-std::string load(DType dtype, const std::string& element) {
-  return std::string("(") + load_expression(dtype, element, kCl) + ")";
-}
-std::string store(DType dtype, const std::string& value) {
-  return store_expression(dtype, value, kCl);
-}
 std::string bits_type(size_t element_size) {
   return element_size == 1   ? "uchar"
          : element_size == 2 ? "ushort"
@@ -36,9 +23,70 @@ std::string kind(int k) {
 
 // The grid-stride loop every routine runs its elements in.
 const char* const kEachElement =
-    "  for (long i = get_global_id(0); i < total; i += get_global_size(0)) {\n";
+    "  for (long i = lt_global_id(); i < total; i += lt_global_size()) {\n";
+
+// The vocabulary the routines are written in, per dialect: kernels, memory spaces, the
+// work-item's place in the grid, the work-group's barrier, and 8 longs passed by value (a
+// copy's sizes and strides).
+constexpr const char* kOpenClVocabulary = R"(
+#define LT_KERNEL __kernel
+#define LT_GROUP_SIZE(n) __attribute__((reqd_work_group_size(n, 1, 1)))
+#define LT_GLOBAL __global
+#define LT_LOCAL __local
+#define LT_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+#define lt_global_id() ((long)get_global_id(0))
+#define lt_global_size() ((long)get_global_size(0))
+#define lt_local_id() ((int)get_local_id(0))
+#define lt_group_id() ((long)get_group_id(0))
+#define lt_num_groups() ((long)get_num_groups(0))
+typedef long8 LtLong8;
+#define lt_unpack8(v, a) vstore8(v, 0, a)
+)";
+
+constexpr const char* kCudaVocabulary = R"(
+#define LT_FN static inline
+#define LT_KERNEL extern "C" __global__
+#define LT_GROUP_SIZE(n) __launch_bounds__(n)
+#define LT_GLOBAL
+#define LT_LOCAL __shared__
+#define LT_BARRIER() __syncthreads()
+#define lt_global_id() ((long)blockIdx.x * (long)blockDim.x + (long)threadIdx.x)
+#define lt_global_size() ((long)gridDim.x * (long)blockDim.x)
+#define lt_local_id() ((int)threadIdx.x)
+#define lt_group_id() ((long)blockIdx.x)
+#define lt_num_groups() ((long)gridDim.x)
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+struct LtLong8 {
+  long v[8];
+};
+#define lt_unpack8(x, a) \
+  for (int lt_d = 0; lt_d < 8; ++lt_d) (a)[lt_d] = (x).v[lt_d]
+)";
 
 }  // namespace
+
+Routines::Routines(KernelDialect dialect) : dialect_(dialect) {
+  if (dialect == KernelDialect::cpu) throw Error("routines: the cpu backend has its own");
+}
+
+std::string Routines::storage(DType dtype) const {
+  return storage_type(dtype, dialect_);
+}
+std::string Routines::reg(DType dtype) const {
+  return register_type(dtype, dialect_);
+}
+std::string Routines::load(DType dtype, const std::string& element) const {
+  return std::string("(") + load_expression(dtype, element, dialect_) + ")";
+}
+std::string Routines::store(DType dtype, const std::string& value) const {
+  return store_expression(dtype, value, dialect_);
+}
 
 std::string Routines::add(const std::string& name, const std::string& body) {
   sources_.emplace(name, body);
@@ -46,7 +94,7 @@ std::string Routines::add(const std::string& name, const std::string& body) {
 }
 
 std::string Routines::source() const {
-  std::string out;
+  std::string out = dialect_ == KernelDialect::opencl ? kOpenClVocabulary : kCudaVocabulary;
   for (const auto& [name, body] : sources_) out += body;
   return out;
 }
@@ -54,13 +102,13 @@ std::string Routines::source() const {
 std::string Routines::copy(size_t element_size) {
   const std::string t = bits_type(element_size);
   const std::string name = "lt_copy_" + std::to_string(element_size);
-  return add(name, "__kernel void " + name + "(__global const " + t + "* src, __global " + t +
-                       "* dst, long total, int rank, long8 sizes, long8 src_strides, long "
-                       "src_offset, long8 dst_strides, long dst_offset) {\n"
+  return add(name, "LT_KERNEL void " + name + "(LT_GLOBAL const " + t + "* src, LT_GLOBAL " + t +
+                       "* dst, long total, int rank, LtLong8 sizes, LtLong8 src_strides, long "
+                       "src_offset, LtLong8 dst_strides, long dst_offset) {\n"
                        "  long size[8], ss[8], ds[8];\n"
-                       "  vstore8(sizes, 0, size);\n"
-                       "  vstore8(src_strides, 0, ss);\n"
-                       "  vstore8(dst_strides, 0, ds);\n" +
+                       "  lt_unpack8(sizes, size);\n"
+                       "  lt_unpack8(src_strides, ss);\n"
+                       "  lt_unpack8(dst_strides, ds);\n" +
                        kEachElement +
                        "    long rest = i, s = src_offset, d = dst_offset;\n"
                        "    for (int k = rank - 1; k >= 0; --k) {\n"
@@ -82,17 +130,17 @@ std::string Routines::fold(DType values, DType output) {
   const std::string norm = kind(static_cast<int>(ReduceKind::Norm));
   const std::string argmax = kind(static_cast<int>(ReduceKind::ArgMax));
   return add(name,
-             "__kernel __attribute__((reqd_work_group_size(" + lanes + ", 1, 1))) void " + name +
-                 "(__global const " + storage(values) + "* values, __global " + storage(output) +
+             "LT_KERNEL LT_GROUP_SIZE(" + lanes + ") void " + name + "(LT_GLOBAL const " +
+                 storage(values) + "* values, LT_GLOBAL " + storage(output) +
                  "* out, long outer, long inner, int kind) {\n"
-                 "  __local double acc[" +
+                 "  LT_LOCAL double acc[" +
                  lanes +
                  "];\n"
-                 "  __local long at[" +
+                 "  LT_LOCAL long at[" +
                  lanes +
                  "];\n"
-                 "  const int lane = get_local_id(0);\n"
-                 "  for (long o = get_group_id(0); o < outer; o += get_num_groups(0)) {\n"
+                 "  const int lane = lt_local_id();\n"
+                 "  for (long o = lt_group_id(); o < outer; o += lt_num_groups()) {\n"
                  "    double a = kind == " +
                  max +
                  " ? -INFINITY : 0.0;\n"
@@ -124,7 +172,7 @@ std::string Routines::fold(DType values, DType output) {
                  "    }\n"
                  "    acc[lane] = a;\n"
                  "    at[lane] = a_at;\n"
-                 "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                 "    LT_BARRIER();\n"
                  "    for (int s = " +
                  std::to_string(kFoldLanes / 2) +
                  "; s > 0; s >>= 1) {\n"
@@ -149,7 +197,7 @@ std::string Routines::fold(DType values, DType output) {
                  "          acc[lane] = x + y;\n"
                  "        }\n"
                  "      }\n"
-                 "      barrier(CLK_LOCAL_MEM_FENCE);\n"
+                 "      LT_BARRIER();\n"
                  "    }\n"
                  "    if (lane == 0) {\n"
                  "      const double total = acc[0];\n"
@@ -167,7 +215,7 @@ std::string Routines::fold(DType values, DType output) {
                  store(output, "result") +
                  ";\n"
                  "    }\n"
-                 "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                 "    LT_BARRIER();\n"
                  "  }\n}\n");
 }
 
@@ -178,22 +226,22 @@ std::string Routines::matmul(DType operands, DType output) {
   const std::string tile = std::to_string(kTile), lanes = std::to_string(kTile * kTile);
   return add(
       name,
-      "__kernel __attribute__((reqd_work_group_size(" + lanes + ", 1, 1))) void " + name +
-          "(__global const " + s + "* a, __global const " + s + "* b, __global " + storage(output) +
+      "LT_KERNEL LT_GROUP_SIZE(" + lanes + ") void " + name + "(LT_GLOBAL const " + s +
+          "* a, LT_GLOBAL const " + s + "* b, LT_GLOBAL " + storage(output) +
           "* c, long m, long n, long k) {\n"
-          "  __local " +
+          "  LT_LOCAL " +
           r + " a_tile[" + tile + "][" + tile +
           "];\n"
-          "  __local " +
+          "  LT_LOCAL " +
           r + " b_tile[" + tile + "][" + tile +
           "];\n"
-          "  const int ty = get_local_id(0) / " +
-          tile + ", tx = get_local_id(0) % " + tile +
+          "  const int ty = lt_local_id() / " +
+          tile + ", tx = lt_local_id() % " + tile +
           ";\n"
           "  const long row_tiles = (m + " +
           tile + " - 1) / " + tile + ", col_tiles = (n + " + tile + " - 1) / " + tile +
           ";\n"
-          "  const long g = get_group_id(0);\n"
+          "  const long g = lt_group_id();\n"
           "  const long batch = g / (row_tiles * col_tiles);\n"
           "  const long row = (g / col_tiles) % row_tiles * " +
           tile +
@@ -201,10 +249,10 @@ std::string Routines::matmul(DType operands, DType output) {
           "  const long col = g % col_tiles * " +
           tile +
           " + tx;\n"
-          "  __global const " +
+          "  LT_GLOBAL const " +
           s +
           "* ab = a + batch * m * k;\n"
-          "  __global const " +
+          "  LT_GLOBAL const " +
           s +
           "* bb = b + batch * k * n;\n"
           "  " +
@@ -219,12 +267,12 @@ std::string Routines::matmul(DType operands, DType output) {
           "    b_tile[ty][tx] = p0 + ty < k && col < n ? " +
           load(operands, "bb[(p0 + ty) * n + col]") +
           " : 0;\n"
-          "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+          "    LT_BARRIER();\n"
           "    const int steps = k - p0 < " +
           tile + " ? (int)(k - p0) : " + tile +
           ";\n"
           "    for (int p = 0; p < steps; ++p) acc = fma(a_tile[ty][p], b_tile[p][tx], acc);\n"
-          "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+          "    LT_BARRIER();\n"
           "  }\n"
           "  if (row < m && col < n) c[(batch * m + row) * n + col] = " +
           store(output, "acc") + ";\n}\n");
@@ -232,9 +280,9 @@ std::string Routines::matmul(DType operands, DType output) {
 
 std::string Routines::check_ids(DType ids) {
   const std::string name = std::string("lt_check_ids_") + dtype_name(ids);
-  return add(name, "__kernel void " + name + "(__global const " + storage(ids) +
+  return add(name, "LT_KERNEL void " + name + "(LT_GLOBAL const " + storage(ids) +
                        "* ids, long offset, long stride, long count, long size, long ignore, "
-                       "int has_ignore, __global long* status) {\n"
+                       "int has_ignore, LT_GLOBAL long* status) {\n"
                        "  status[0] = -1;\n"
                        "  status[1] = 0;\n"
                        "  for (long j = 0; j < count; ++j) {\n"
@@ -251,8 +299,9 @@ std::string Routines::index_select(size_t element_size, DType ids) {
   const std::string t = bits_type(element_size);
   const std::string name =
       "lt_index_select_" + std::to_string(element_size) + "_" + dtype_name(ids);
-  return add(name, "__kernel void " + name + "(__global const " + t + "* table, __global const " +
-                       storage(ids) + "* ids, long ids_offset, long ids_stride, __global " + t +
+  return add(name, "LT_KERNEL void " + name + "(LT_GLOBAL const " + t +
+                       "* table, LT_GLOBAL const " + storage(ids) +
+                       "* ids, long ids_offset, long ids_stride, LT_GLOBAL " + t +
                        "* out, long outer, long rows, long inner, long count) {\n"
                        "  const long total = outer * count * inner;\n" +
                        kEachElement +
@@ -266,9 +315,9 @@ std::string Routines::index_select(size_t element_size, DType ids) {
 
 std::string Routines::index_add(DType dtype, DType ids) {
   const std::string name = std::string("lt_index_add_") + dtype_name(dtype) + "_" + dtype_name(ids);
-  return add(name, "__kernel void " + name + "(__global const " + storage(dtype) +
-                       "* source, __global const " + storage(ids) +
-                       "* ids, long ids_offset, long ids_stride, __global " + reg(dtype) +
+  return add(name, "LT_KERNEL void " + name + "(LT_GLOBAL const " + storage(dtype) +
+                       "* source, LT_GLOBAL const " + storage(ids) +
+                       "* ids, long ids_offset, long ids_stride, LT_GLOBAL " + reg(dtype) +
                        "* acc, long outer, long rows, long inner, long count) {\n"
                        "  const long total = outer * inner;\n" +
                        kEachElement +
@@ -289,9 +338,9 @@ std::string Routines::convert(DType from, DType to, bool from_registers) {
                            dtype_name(from) + "_" + dtype_name(to);
   const std::string element =
       from_registers ? "src[offset + i * stride]" : load(from, "src[offset + i * stride]");
-  return add(name, "__kernel void " + name + "(__global const " +
+  return add(name, "LT_KERNEL void " + name + "(LT_GLOBAL const " +
                        (from_registers ? reg(from) : storage(from)) +
-                       "* src, long offset, long stride, __global " + storage(to) +
+                       "* src, long offset, long stride, LT_GLOBAL " + storage(to) +
                        "* dst, long total) {\n" + kEachElement +
                        "    dst[i] = " + store(to, element) + ";\n  }\n}\n");
 }
@@ -303,10 +352,10 @@ std::string Routines::argsort(DType keys) {
   const std::string before =
       floating ? "(descending ? (x != x ? y == y : x > y) : (y != y ? x == x : x < y))"
                : "(descending ? y < x : x < y)";
-  return add(name, "static inline bool " + name + "_before(" + reg(keys) + " x, " + reg(keys) +
-                       " y, int descending) {\n  return " + before + ";\n}\n" + "__kernel void " +
-                       name + "(__global const " + storage(keys) +
-                       "* keys, __global long* out, long rows, long n, int descending) {\n"
+  return add(name, "LT_FN bool " + name + "_before(" + reg(keys) + " x, " + reg(keys) +
+                       " y, int descending) {\n  return " + before + ";\n}\n" + "LT_KERNEL void " +
+                       name + "(LT_GLOBAL const " + storage(keys) +
+                       "* keys, LT_GLOBAL long* out, long rows, long n, int descending) {\n"
                        "  const long total = rows * n;\n" +
                        kEachElement +
                        "    const long base = i - i % n, j = i % n;\n"
@@ -331,8 +380,8 @@ std::string Routines::cumsum(DType dtype) {
   const bool wrapping = dtype == DType::i64;
   const std::string step = wrapping ? "acc = (long)((ulong)acc + (ulong)in[base + j]);"
                                     : "acc += (double)" + load(dtype, "in[base + j]") + ";";
-  return add(name, "__kernel void " + name + "(__global const " + storage(dtype) +
-                       "* in, __global " + storage(dtype) +
+  return add(name, "LT_KERNEL void " + name + "(LT_GLOBAL const " + storage(dtype) +
+                       "* in, LT_GLOBAL " + storage(dtype) +
                        "* out, long rows, long n, int reverse) {\n"
                        "  const long total = rows;\n" +
                        kEachElement + "    const long base = i * n;\n    " +
@@ -350,4 +399,4 @@ std::string Routines::cumsum(DType dtype) {
                        "  }\n}\n");
 }
 
-}  // namespace lt::backend::opencl
+}  // namespace lt::backend::offload
