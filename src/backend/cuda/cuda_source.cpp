@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backend/kernel_source.h"
+#include "lazytensor/error.h"
 
 namespace lt::backend::cpu {
 extern const char* const kKernelPrelude;  // the CPU's prelude, with op_table.def inlined
@@ -117,7 +118,7 @@ std::optional<Nvrtc> Nvrtc::open(std::string* why) {
     // Every call used, or none: an NVRTC older than 11.1 has no CUBIN output.
     if (bind(nvrtc.create_, "nvrtcCreateProgram") && bind(nvrtc.compile_, "nvrtcCompileProgram") &&
         bind(nvrtc.log_size_, "nvrtcGetProgramLogSize") && bind(nvrtc.log_, "nvrtcGetProgramLog") &&
-        bind(nvrtc.cubin_size_, "nvrtcGetCUBINSize") &&
+        bind(nvrtc.cubin_size_, "nvrtcGetCUBINSize") && bind(nvrtc.cubin_, "nvrtcGetCUBIN") &&
         bind(nvrtc.destroy_, "nvrtcDestroyProgram") && bind(nvrtc.version_, "nvrtcVersion")) {
       return nvrtc;
     }
@@ -131,10 +132,23 @@ std::optional<Nvrtc> Nvrtc::open(std::string* why) {
 std::string Nvrtc::version() const {
   int major = 0, minor = 0;
   version_(&major, &minor);
-  return std::to_string(major) + "." + std::to_string(minor);
+  return "NVRTC " + std::to_string(major) + "." + std::to_string(minor);
 }
 
 CompileReport Nvrtc::compile(const std::string& source, const std::string& arch) const {
+  return compile(source, arch, nullptr);
+}
+
+std::string Nvrtc::image(const std::string& source, const std::string& arch) const {
+  std::string cubin;
+  const CompileReport report = compile(source, arch, &cubin);
+  if (!report.compiled)
+    throw Error("cuda: the kernels did not compile for " + arch + "\n" + report.log);
+  return cubin;
+}
+
+CompileReport Nvrtc::compile(const std::string& source, const std::string& arch,
+                             std::string* cubin) const {
   CompileReport report;
   Program program = nullptr;
   if (create_(&program, source.c_str(), "lazytensor_kernels.cu", 0, nullptr, nullptr) != 0) {
@@ -152,6 +166,10 @@ CompileReport Nvrtc::compile(const std::string& source, const std::string& arch)
   if (!report.log.empty() && report.log.back() == '\0') report.log.pop_back();
   size_t binary = 0;
   report.compiled = status == 0 && cubin_size_(program, &binary) == 0 && binary > 0;
+  if (report.compiled && cubin != nullptr) {
+    cubin->assign(binary, '\0');
+    report.compiled = cubin_(program, cubin->data()) == 0;
+  }
   destroy_(&program);
   report.kernels = parse_report(report.log);
   return report;

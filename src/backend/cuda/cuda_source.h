@@ -30,19 +30,34 @@ struct CompileReport {
   std::vector<KernelReport> kernels;
 };
 
-class Nvrtc {
+// What the CUDA device compiles its programs with: NVRTC, or a test's compiler for a fake
+// driver that runs kernels on the host.
+class KernelCompiler {
+ public:
+  virtual ~KernelCompiler() = default;
+  // "NVRTC 13.0".
+  virtual std::string version() const = 0;
+  // `source` as an image the driver loads (cuModuleLoadData) for `arch` ("sm_90"); throws
+  // lt::Error with the compiler's log when it does not compile.
+  virtual std::string image(const std::string& source, const std::string& arch) const = 0;
+};
+
+class Nvrtc final : public KernelCompiler {
  public:
   // The NVRTC library of the CUDA toolkit with every call used here, or nullopt with `why` it
   // is not there.
   static std::optional<Nvrtc> open(std::string* why);
-  // "13.0".
-  std::string version() const;
+  std::string version() const override;
   // `source` to a CUBIN for `arch` ("sm_90"), with ptxas's per-kernel report. Multiply-adds
   // are not contracted (-fmad=false), as on the CPU (-ffp-contract=off): every target rounds
   // the same operations.
   CompileReport compile(const std::string& source, const std::string& arch) const;
+  // The CUBIN.
+  std::string image(const std::string& source, const std::string& arch) const override;
 
  private:
+  CompileReport compile(const std::string& source, const std::string& arch,
+                        std::string* cubin) const;
   // NVRTC's C API, the calls used (nvrtc.h's types: a program is a pointer, results ints).
   using Program = void*;
   int (*create_)(Program*, const char*, const char*, int, const char* const*,
@@ -51,6 +66,7 @@ class Nvrtc {
   int (*log_size_)(Program, size_t*) = nullptr;
   int (*log_)(Program, char*) = nullptr;
   int (*cubin_size_)(Program, size_t*) = nullptr;
+  int (*cubin_)(Program, char*) = nullptr;
   int (*destroy_)(Program*) = nullptr;
   int (*version_)(int*, int*) = nullptr;
 };

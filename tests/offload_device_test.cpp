@@ -1,20 +1,31 @@
-// The OpenCL device (PoCL on the CPU in CI), as ggml's test-backend-ops checks a backend: the
-// same computations traced on `cpu` and on `opencl` from the same values, their results compared.
+// The devices with their own memory, as ggml's test-backend-ops checks a backend: the same
+// computations traced on `cpu` and on the device from the same values, their results compared.
 // Elementwise kernels compute the CPU's bits (opencl_codegen_test); folds, products and sums of
 // rows add in another order, so those compare within a few f32 roundings. Also: values stay on the
 // device between steps, scalars are kernel arguments there too, and a step that fails (an index
-// out of range) commits nothing. Skipped where no OpenCL device is installed, unless
-// LT_REQUIRE_OPENCL=1 (CI installs PoCL).
+// out of range) commits nothing.
+//
+// Each test runs on `opencl` (PoCL on the CPU in CI; skipped where no OpenCL device is
+// installed, unless LT_REQUIRE_OPENCL=1) and on `cuda` through a fake driver that runs the CUDA
+// backend's generated kernels on the host (fake_cuda.h): the backend's host logic, its CUDA
+// source and its routines, without a GPU. The fake also catches uploads that would wait for the
+// device and staged memory changed or freed before its copy ran.
 #include <gtest/gtest.h>
 #include <lazytensor/lazytensor.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "backend/cuda/cuda_device.h"
+#include "backend/offload/offload_backend.h"
+#include "backend/registry.h"
+#include "fake_cuda.h"
 #include "test_support.h"
 
 namespace {
@@ -24,21 +35,51 @@ using lt::DeviceType;
 using lt::Tensor;
 
 const Device kCpu{DeviceType::cpu, 0};
-const Device kOpenCl{DeviceType::opencl, 0};
 
-class OpenClDeviceTest : public lt_test::EngineTest {
+// cuda:0 served by the CUDA backend over the fake driver, for the rest of the process.
+void use_the_fake_cuda_driver() {
+  static const bool registered = [] {
+    namespace backend = lt::backend;
+    backend::register_backend(DeviceType::cuda, [](int index,
+                                                   const backend::BackendSettings& settings) {
+      std::string why;
+      auto device = backend::cuda::Device::open(
+          fake_cuda::Gpu::get().driver(), std::make_shared<fake_cuda::HostCompiler>(), index, &why);
+      if (device == nullptr) throw lt::Error("cuda:" + std::to_string(index) + ": " + why);
+      return backend::offload::make_backend(std::move(device), index, settings);
+    });
+    backend::register_device_probe(DeviceType::cuda, [] {
+      return backend::Availability{true, "a fake GPU whose kernels run on the host"};
+    });
+    return true;
+  }();
+  (void)registered;
+}
+
+class OffloadDeviceTest : public lt_test::EngineTest,
+                          public ::testing::WithParamInterface<DeviceType> {
  protected:
   void SetUp() override {
     lt_test::EngineTest::SetUp();
+    if (GetParam() == DeviceType::cuda) use_the_fake_cuda_driver();
     for (const lt::DeviceKind& kind : lt::device_kinds()) {
-      if (kind.name != "opencl" || kind.available) continue;
+      if (kind.name != "opencl" || kind.available || GetParam() != DeviceType::opencl) continue;
       const char* required = std::getenv("LT_REQUIRE_OPENCL");
       if (required != nullptr && std::string(required) == "1") {
         FAIL() << "LT_REQUIRE_OPENCL=1 and opencl is unavailable: " << kind.reason;
       }
       GTEST_SKIP() << kind.reason;
     }
+    device_ = Device{GetParam(), 0};
   }
+  void TearDown() override {
+    if (GetParam() == DeviceType::cuda) {
+      EXPECT_EQ(fake_cuda::Gpu::get().faults(), std::vector<std::string>());
+    }
+    lt_test::EngineTest::TearDown();
+  }
+
+  Device device_;
 
   // `compute` traced on each device, its results read back.
   std::vector<std::vector<double>> on(const Device& device,
@@ -56,7 +97,7 @@ class OpenClDeviceTest : public lt_test::EngineTest {
   // larger of the value and 1).
   void expect_same(const std::function<std::vector<Tensor>()>& compute, double rtol) {
     const auto cpu = on(kCpu, compute);
-    const auto opencl = on(kOpenCl, compute);
+    const auto opencl = on(device_, compute);
     ASSERT_EQ(cpu.size(), opencl.size());
     for (size_t t = 0; t < cpu.size(); ++t) {
       ASSERT_EQ(cpu[t].size(), opencl[t].size()) << "result " << t;
@@ -66,8 +107,8 @@ class OpenClDeviceTest : public lt_test::EngineTest {
         const bool same = want == got || (std::isnan(want) && std::isnan(got)) ||
                           std::fabs(got - want) <= rtol * std::max(1.0, std::fabs(want));
         if (!same) {
-          ADD_FAILURE() << "result " << t << " element " << i << ": opencl " << got << ", cpu "
-                        << want;
+          ADD_FAILURE() << "result " << t << " element " << i << ": " << device_.str() << " " << got
+                        << ", cpu " << want;
           ++reported;
         }
       }
@@ -79,11 +120,11 @@ class OpenClDeviceTest : public lt_test::EngineTest {
   }
 };
 
-TEST_F(OpenClDeviceTest, TensorsLiveOnTheDeviceAndComeBack) {
+TEST_P(OffloadDeviceTest, TensorsLiveOnTheDeviceAndComeBack) {
   const std::vector<float> v = values(1000);
-  const lt::DeviceGuard guard(kOpenCl);
+  const lt::DeviceGuard guard(device_);
   Tensor x = lt::from_vector(v, {10, 100});
-  EXPECT_EQ(x.device().str(), "opencl:0");
+  EXPECT_EQ(x.device().str(), device_.str());
   EXPECT_EQ(x.to_vector<float>(), v);
   x.mul_(2.0).add_(1.0);
   lt::mark_step();
@@ -91,7 +132,7 @@ TEST_F(OpenClDeviceTest, TensorsLiveOnTheDeviceAndComeBack) {
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(got[i], v[i] * 2.0f + 1.0f) << i;
 }
 
-TEST_F(OpenClDeviceTest, ElementwiseOpsThroughViewsAndBroadcasts) {
+TEST_P(OffloadDeviceTest, ElementwiseOpsThroughViewsAndBroadcasts) {
   const std::vector<float> a = values(6 * 8), b = values(8), c = values(8 * 6);
   expect_same(
       [&] {
@@ -106,7 +147,7 @@ TEST_F(OpenClDeviceTest, ElementwiseOpsThroughViewsAndBroadcasts) {
 
 // Integers wrap on overflow on both devices, also inside a fused kernel whose compiler could
 // otherwise assume that x + 1 > x.
-TEST_F(OpenClDeviceTest, IntegerArithmeticWrapsAsOnTheCpu) {
+TEST_P(OffloadDeviceTest, IntegerArithmeticWrapsAsOnTheCpu) {
   const std::vector<int64_t> big = {INT64_MAX, -5, 7, INT64_MIN, 3};
   expect_same(
       [&] {
@@ -119,7 +160,7 @@ TEST_F(OpenClDeviceTest, IntegerArithmeticWrapsAsOnTheCpu) {
       0);
 }
 
-TEST_F(OpenClDeviceTest, ReductionsOverEveryDim) {
+TEST_P(OffloadDeviceTest, ReductionsOverEveryDim) {
   const std::vector<float> a = values(4 * 5 * 70, -3, 3);
   expect_same(
       [&] {
@@ -133,7 +174,7 @@ TEST_F(OpenClDeviceTest, ReductionsOverEveryDim) {
       1e-6);
 }
 
-TEST_F(OpenClDeviceTest, MatrixProductsBatchedBroadcastAndTransposed) {
+TEST_P(OffloadDeviceTest, MatrixProductsBatchedBroadcastAndTransposed) {
   const std::vector<float> a = values(3 * 5 * 7), b = values(7 * 4), c = values(2 * 3 * 4 * 7);
   expect_same(
       [&] {
@@ -146,7 +187,7 @@ TEST_F(OpenClDeviceTest, MatrixProductsBatchedBroadcastAndTransposed) {
       1e-5);
 }
 
-TEST_F(OpenClDeviceTest, GathersSortsScansAndConcatenations) {
+TEST_P(OffloadDeviceTest, GathersSortsScansAndConcatenations) {
   const std::vector<float> table = values(10 * 6), keys = values(4 * 9);
   const std::vector<int64_t> ids = {3, 0, 9, 3, 7};
   expect_same(
@@ -171,7 +212,7 @@ TEST_F(OpenClDeviceTest, GathersSortsScansAndConcatenations) {
 // Forward, backward and AdamW over a small network: the losses and the trained weights of the
 // two devices agree, and after its first steps the device compiles nothing and uploads nothing
 // synchronously.
-TEST_F(OpenClDeviceTest, TrainingStepsMatchTheCpu) {
+TEST_P(OffloadDeviceTest, TrainingStepsMatchTheCpu) {
   const std::vector<float> w1 = values(16 * 12), w2 = values(12 * 5), x0 = values(8 * 16);
   const std::vector<int64_t> targets = {0, 4, 2, 1, 3, 3, 0, 2};
   const std::vector<int64_t> token_ids = {1, 5, 2, 2, 7, 0, 3, 6};
@@ -198,7 +239,7 @@ TEST_F(OpenClDeviceTest, TrainingStepsMatchTheCpu) {
       lt::mark_step();
       losses.push_back(loss.to_vector<double>()[0]);
     }
-    if (device == kOpenCl) {
+    if (device == device_) {
       EXPECT_EQ(lt::metrics::counter_value("UncachedCompile"), 0);
       EXPECT_EQ(lt::metrics::counter_value("TransferToDeviceSync"), 0);
     }
@@ -206,7 +247,7 @@ TEST_F(OpenClDeviceTest, TrainingStepsMatchTheCpu) {
     losses.push_back(e.sum().to_vector<double>()[0]);
     return losses;
   };
-  const std::vector<double> cpu = train(kCpu), opencl = train(kOpenCl);
+  const std::vector<double> cpu = train(kCpu), opencl = train(device_);
   ASSERT_EQ(cpu.size(), opencl.size());
   for (size_t i = 0; i < cpu.size(); ++i) {
     EXPECT_NEAR(opencl[i], cpu[i], 1e-4 * std::max(1.0, std::fabs(cpu[i]))) << i;
@@ -217,9 +258,9 @@ TEST_F(OpenClDeviceTest, TrainingStepsMatchTheCpu) {
 // An id computed on the device (the host checks those it uploads while tracing) that is out of
 // range fails the step where it is used, naming the op, and commits nothing: the table it would
 // have updated keeps its values, and the next step runs.
-TEST_F(OpenClDeviceTest, AnIndexOutOfRangeFailsTheStepAndCommitsNothing) {
+TEST_P(OffloadDeviceTest, AnIndexOutOfRangeFailsTheStepAndCommitsNothing) {
   const std::vector<float> table = values(5 * 3);
-  const lt::DeviceGuard guard(kOpenCl);
+  const lt::DeviceGuard guard(device_);
   Tensor t = lt::from_vector(table, {5, 3});
   const Tensor bad = lt::from_vector(std::vector<int64_t>{1, 3, 2}, {3}).mul(3);  // 3, 9, 6
   const Tensor total = lt::embedding(bad, t).sum();
@@ -236,8 +277,8 @@ TEST_F(OpenClDeviceTest, AnIndexOutOfRangeFailsTheStepAndCommitsNothing) {
 }
 
 // A new value of a Python-number-like scalar changes a kernel argument, not the program.
-TEST_F(OpenClDeviceTest, ScalarsAreKernelArgumentsOnTheDevice) {
-  const lt::DeviceGuard guard(kOpenCl);
+TEST_P(OffloadDeviceTest, ScalarsAreKernelArgumentsOnTheDevice) {
+  const lt::DeviceGuard guard(device_);
   Tensor x = lt::from_vector(values(100), {100});
   for (int step = 0; step < 4; ++step) {
     x.mul_(0.9 + 0.01 * step).add_(step * 0.5);
@@ -248,15 +289,107 @@ TEST_F(OpenClDeviceTest, ScalarsAreKernelArgumentsOnTheDevice) {
   EXPECT_EQ(lt::metrics::counter_value("TransferToDeviceSync"), 0);
 }
 
-// The device's memory is the engine's to count (PoCL enforces no limit): a value that does not
+// The device's memory is the engine's to count (PoCL enforces no limit; the CUDA backend
+// counts what it allocates too): a value that does not
 // fit is refused when it is traced, naming the device.
-TEST_F(OpenClDeviceTest, ValuesBeyondTheMemoryLimitAreRefused) {
-  const lt::DeviceGuard guard(kOpenCl);
+TEST_P(OffloadDeviceTest, ValuesBeyondTheMemoryLimitAreRefused) {
+  const lt::DeviceGuard guard(device_);
   lt::set_device_memory_limit(1 << 20);
   const std::string message =
       lt_test::error_message([] { lt::zeros({1 << 19}).add(1.0).to_vector<float>(); });
   lt::set_device_memory_limit(0);
-  lt_test::expect_mentions(message, {"opencl:0", "1048576 bytes in all"});
+  lt_test::expect_mentions(message, {device_.str(), "1048576 bytes in all"});
 }
+
+// What the CUDA backend does on the host, against the fake driver.
+class FakeCudaTest : public lt_test::EngineTest {
+ protected:
+  void SetUp() override {
+    lt_test::EngineTest::SetUp();
+    use_the_fake_cuda_driver();
+  }
+  void TearDown() override {
+    gpu.release();
+    EXPECT_EQ(gpu.faults(), std::vector<std::string>());
+    lt_test::EngineTest::TearDown();
+  }
+  // Waits (at most a minute) until the fake GPU has `n` operations queued.
+  void wait_until_queued(int64_t n) {
+    for (int i = 0; i < 6000 && gpu.queued() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GE(gpu.queued(), n);
+  }
+  fake_cuda::Gpu& gpu = fake_cuda::Gpu::get();
+  const Device cuda{DeviceType::cuda, 0};
+};
+
+// With the GPU stopped, the host uploads, traces and queues steps, and reuses its own memory:
+// uploads are staged through pinned memory and nothing the host does waits for the device. When
+// the GPU runs, the results are the values the host had when it uploaded them.
+TEST_F(FakeCudaTest, UploadsAreStagedAndNothingWaitsForTheDevice) {
+  const lt::DeviceGuard guard(cuda);
+  lt::zeros({4}).add(1.0).to_vector<float>();  // compiles the step's program up front
+  std::vector<float> host = values(4096);
+  const std::vector<float> uploaded = host;
+  gpu.hold();
+  const int64_t launches = gpu.launches();
+  Tensor x = lt::from_vector(host, {4096});
+  std::fill(host.begin(), host.end(), -1.0f);  // the caller's memory is its own again at once
+  Tensor y = lt::zeros({4096}).add(x.mul(2.0));
+  lt::mark_step();
+  wait_until_queued(3);  // the upload, the step's launches
+  EXPECT_GT(gpu.launches(), launches);
+  EXPECT_EQ(lt::metrics::counter_value("TransferToDeviceSync"), 0);
+  gpu.release();
+  const std::vector<float> got = y.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], uploaded[i] * 2.0f) << i;
+}
+
+// Buffers released on the host while the device still has work on them are freed in stream
+// order (after that work), never under a queued kernel.
+TEST_F(FakeCudaTest, BuffersAreFreedAfterTheWorkQueuedOnThem) {
+  const lt::DeviceGuard guard(cuda);
+  lt::from_vector(values(64), {64}).mul(3.0).to_vector<float>();
+  lt::wait_device_ops();
+  const int64_t live = gpu.live_allocations();
+  gpu.hold();
+  {
+    Tensor x = lt::from_vector(values(64), {64});
+    Tensor y = x.mul(3.0);
+    lt::mark_step();
+    wait_until_queued(2);
+  }
+  // The host has let go of both; the device has not run their step yet.
+  EXPECT_GT(gpu.live_allocations(), live);
+  gpu.release();
+  lt::wait_device_ops();
+  for (int i = 0; i < 100 && gpu.live_allocations() > live; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(gpu.live_allocations(), live);
+}
+
+// A kernel that fails on the device (reported asynchronously, at the next synchronization, as
+// GPUs do) fails its step with the driver's message; later steps run.
+TEST_F(FakeCudaTest, AKernelThatFailsOnTheDeviceFailsItsStep) {
+  const lt::DeviceGuard guard(cuda);
+  const std::vector<float> v = values(256);
+  const Tensor x = lt::from_vector(v, {256});
+  lt::mark_step();
+  gpu.fail_launch_after(0);
+  const Tensor y = x.exp().mul(2.0);
+  lt::mark_step();
+  const std::string message = lt_test::error_message([&] { y.to_vector<float>(); });
+  lt_test::expect_mentions(message, {"cuda", "unspecified launch failure (719)"});
+  const std::vector<float> again = x.exp().mul(2.0).to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_FLOAT_EQ(again[i], std::exp(v[i]) * 2.0f) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OffloadDeviceTest,
+                         ::testing::Values(DeviceType::opencl, DeviceType::cuda),
+                         [](const ::testing::TestParamInfo<DeviceType>& info) {
+                           return std::string(lt::device_type_name(info.param));
+                         });
 
 }  // namespace
