@@ -20,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -272,7 +273,8 @@ TEST_F(CliTest, DevicesTellWhatIsAvailableAndLtDeviceChoosesOne) {
 }
 
 // codegen-check compiles every fused kernel of a training step for sm_90 with NVRTC, without a
-// GPU: all compile, with no spills and at most 128 registers. Skipped without the toolkit.
+// GPU, and every routine the CUDA backend has (folds, products, gathers, copies): all compile,
+// with no spills and at most 128 registers. Skipped without the toolkit.
 TEST_F(CliTest, CodegenCheckCompilesAStepsKernelsForCuda) {
   const fs::path report = dir_.path() / "codegen.json";
   const Outcome r =
@@ -285,6 +287,12 @@ TEST_F(CliTest, CodegenCheckCompilesAStepsKernelsForCuda) {
   EXPECT_TRUE(j["compiled"].get<bool>());
   EXPECT_GT(j["opaque_ops"].get<int>(), 0);
   ASSERT_GT(j["kernels"].size(), 50u);
+  std::set<std::string> names;
+  for (const json& kernel : j["kernels"]) names.insert(kernel["name"].get<std::string>());
+  for (const char* routine : {"lt_fold_f32_f32", "lt_matmul_bf16_bf16", "lt_copy_4",
+                              "lt_index_add_f32_i64", "lt_check_ids_i64"}) {
+    EXPECT_TRUE(names.count(routine)) << routine;
+  }
   for (const json& kernel : j["kernels"]) {
     SCOPED_TRACE(kernel.dump());
     EXPECT_TRUE(kernel["compiled"].get<bool>());  // in the binary, with ptxas's report of it

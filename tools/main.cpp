@@ -164,13 +164,17 @@ int run_codegen_check(const std::string& device, const std::string& model, const
                                           std::to_string(spills) + " with spills, " +
                                           std::to_string(stack) + " with a stack"
                                     : "";
+  // The step's fused kernels are named lt_kernel_<n>; the rest are the device's routines (folds,
+  // products, gathers, copies) for every dtype.
+  const size_t routines = static_cast<size_t>(
+      std::count_if(check.kernels.begin(), check.kernels.end(),
+                    [](const lt::KernelCompileCheck& k) { return k.name.rfind("lt_kernel_", 0); }));
   std::printf(
-      "%s %s step for %s (%s): %zu kernels %s%s; %d reductions (the kernels that feed their "
-      "folds; the folds are not in this check), %d opaque ops (the target's own routines, not "
-      "in this check)\n",
+      "%s %s step for %s (%s): %zu kernels and %zu routines %s%s; %d of the kernels feed "
+      "reductions' folds; the step's %d opaque ops run as routines\n",
       model.c_str(), device.c_str(), check.arch.c_str(), check.compiler.c_str(),
-      check.kernels.size(), check.compiled ? "compiled" : "FAILED to compile", resources.c_str(),
-      reductions, check.opaque_ops);
+      check.kernels.size() - routines, routines, check.compiled ? "compiled" : "FAILED to compile",
+      resources.c_str(), reductions, check.opaque_ops);
   if (!json_path.empty()) {
     std::FILE* out = std::fopen(json_path.c_str(), "w");
     if (out == nullptr) throw lt::Error("codegen-check: cannot write " + json_path);

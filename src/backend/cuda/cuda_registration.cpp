@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_source.h"
 #include "backend/offload/offload_backend.h"
+#include "backend/offload/routines.h"
 #include "backend/registry.h"
 #include "lazytensor/error.h"
 
@@ -52,14 +53,20 @@ CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
   std::string why;
   const std::optional<Nvrtc> nvrtc = Nvrtc::open(&why);
   if (!nvrtc) throw Error("check_codegen: cuda: " + why);
-  const CompileReport report = nvrtc->compile(generate_source(programs, names), arch);
+  // The step's kernels and every routine the device has: a step's folds, products, gathers and
+  // copies are routines, generated per dtype.
+  offload::Routines routines(KernelDialect::cuda);
+  std::vector<std::string> all = names;
+  for (std::string& name : routines.add_every_routine()) all.push_back(std::move(name));
+  const CompileReport report =
+      nvrtc->compile(generate_source(programs, names) + routines.source(), arch);
   CodegenCheck out;
   out.device = "cuda";
   out.arch = arch;
   out.compiler = nvrtc->version();
   out.compiled = report.compiled;
   out.log = report.log;
-  for (const std::string& name : names) {
+  for (const std::string& name : all) {
     KernelCompileCheck kernel;
     kernel.name = name;
     for (const KernelReport& compiled : report.kernels) {

@@ -93,6 +93,33 @@ std::string Routines::add(const std::string& name, const std::string& body) {
   return name;
 }
 
+std::vector<std::string> Routines::add_every_routine() {
+  using enum DType;
+  std::vector<std::string> names;
+  for (size_t size : {1, 2, 4, 8}) {
+    names.push_back(copy(size));
+    for (DType ids : {i32, i64}) names.push_back(index_select(size, ids));
+  }
+  // What reductions write (their register dtypes) and what their folds store.
+  for (DType values : {f32, f64, i32, i64}) {
+    for (DType output : {f32, f64, bf16, f16, i32, i64}) names.push_back(fold(values, output));
+  }
+  for (DType dtype : {f32, f64, bf16, f16}) {
+    names.push_back(matmul(dtype, dtype));
+    names.push_back(matmul(dtype, f32));
+    for (DType ids : {i32, i64}) names.push_back(index_add(dtype, ids));
+    names.push_back(cumsum(dtype));
+  }
+  names.push_back(cumsum(i64));
+  for (DType dtype : {bf16, f16}) names.push_back(convert(dtype, dtype, true));
+  for (DType ids : {i32, i64}) {
+    names.push_back(check_ids(ids));
+    names.push_back(convert(ids, i64));
+  }
+  for (DType keys : {f32, f64, bf16, f16, i32, i64}) names.push_back(argsort(keys));
+  return names;
+}
+
 std::string Routines::source() const {
   std::string out = dialect_ == KernelDialect::opencl ? kOpenClVocabulary : kCudaVocabulary;
   for (const auto& [name, body] : sources_) out += body;

@@ -9,6 +9,7 @@
 // dtypes are the kernels' own).
 #include <map>
 #include <string>
+#include <vector>
 
 #include "backend/kernel_source.h"
 #include "lazytensor/dtype.h"
@@ -54,6 +55,10 @@ class Routines {
   // Running sums of each row (from its end when reverse), in double (i64: wrapping):
   // (in, out, rows, n, reverse).
   std::string cumsum(DType dtype);
+
+  // Every routine a step could ask for, over every dtype its kind of operand takes (for
+  // lt::check_codegen, which compiles them all for a device it does not have): their names.
+  std::vector<std::string> add_every_routine();
 
   std::string source() const;
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/offload/offload_backend.h"
+#include "backend/offload/routines.h"
 #include "backend/opencl/opencl_api.h"
 #include "backend/opencl/opencl_source.h"
 #include "backend/registry.h"
@@ -36,14 +37,19 @@ CodegenCheck check(const std::vector<const compiler::KernelProgram*>& programs,
   out.device = "opencl";
   out.arch = device->name();
   out.compiler = device->description();
+  // The step's kernels and every routine the device has (folds, products, gathers, copies).
+  offload::Routines routines(KernelDialect::opencl);
+  std::vector<std::string> all = names;
+  for (std::string& name : routines.add_every_routine()) all.push_back(std::move(name));
   std::shared_ptr<void> program;
   try {
-    program = device->build_source(generate_source(programs, names), build_options());
+    program =
+        device->build_source(generate_source(programs, names) + routines.source(), build_options());
     out.compiled = true;
   } catch (const Error& e) {
     out.log = e.what();
   }
-  for (const std::string& name : names) {
+  for (const std::string& name : all) {
     KernelCompileCheck kernel;
     kernel.name = name;
     if (program != nullptr) {
