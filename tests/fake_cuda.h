@@ -5,7 +5,8 @@
 // kernels. The compiler builds the CUDA source the backend generates as a host shared library
 // with the system compiler, through a shim that gives CUDA's built-in variables, __shared__
 // memory and __syncthreads() their meaning on the host: a launch runs its blocks one after
-// another, each block's threads as host threads that meet at a barrier.
+// another, each block's threads as host threads that meet at a barrier (or one after another,
+// for a kernel without barriers).
 //
 // What the fake checks, beyond running the kernels: copies and launches touch only live device
 // memory; a staged upload's pinned memory is not changed between the upload's queueing and its
@@ -26,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,14 +95,25 @@ struct LtHostLaunch { virtual ~LtHostLaunch() = default; virtual void run(unsign
 template <class... A>
 struct LtHostLaunchOf final : LtHostLaunch {
   void (*f)(A...);
+  bool cooperative;  // its threads meet at barriers
   std::tuple<std::decay_t<A>...> args;
   template <size_t... I>
-  LtHostLaunchOf(void (*fn)(A...), void** p, std::index_sequence<I...>)
-      : f(fn), args(*static_cast<std::decay_t<A>*>(p[I])...) {}
+  LtHostLaunchOf(void (*fn)(A...), bool meets, void** p, std::index_sequence<I...>)
+      : f(fn), cooperative(meets), args(*static_cast<std::decay_t<A>*>(p[I])...) {}
   void run(unsigned grid, unsigned block) override {
     gridDim.x = grid;
     blockDim.x = block;
     auto body = [&] { std::apply(f, args); };
+    if (!cooperative) {  // no barrier: the block's threads run one after another
+      for (unsigned b = 0; b < grid; ++b) {
+        blockIdx.x = b;
+        for (unsigned t = 0; t < block; ++t) {
+          threadIdx.x = t;
+          body();
+        }
+      }
+      return;
+    }
     std::barrier<> sync(block);
     lt_host_barrier = &sync;
     std::vector<std::thread> threads;
@@ -118,53 +131,97 @@ struct LtHostLaunchOf final : LtHostLaunch {
   }
 };
 template <class... A>
-LtHostLaunch* lt_host_bind(void (*f)(A...), void** p) {
-  return new LtHostLaunchOf<A...>(f, p, std::index_sequence_for<A...>{});
+LtHostLaunch* lt_host_bind(void (*f)(A...), bool cooperative, void** p) {
+  return new LtHostLaunchOf<A...>(f, cooperative, p, std::index_sequence_for<A...>{});
 }
 )";
 
-// Builds the generated CUDA source on the host; the "image" is the shared library's path.
+// The fake's "compiler": the image of a program is the host source the fake driver builds when
+// the module is loaded (the generated CUDA source after the host shim, with each kernel's
+// launcher). Images stay valid in any process, so the backend's disk cache keeps them as it
+// keeps CUBINs.
 class HostCompiler final : public lt::backend::cuda::KernelCompiler {
  public:
-  HostCompiler() {
-    char pattern[] = "/tmp/lt-fake-cuda-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  ~HostCompiler() override { std::filesystem::remove_all(dir_); }
   std::string version() const override { return "the host's C++ compiler (fake CUDA)"; }
-  std::string image(const std::string& source, const std::string& arch) const override {
+  std::string image(const std::string& source, const std::string& /*arch*/) const override {
     static const std::regex kernel(
         R"((?:extern "C" __global__|LT_KERNEL)\s+(?:LT_GROUP_SIZE\(\d+\)\s+)?void\s+(\w+)\s*\()");
     std::string launchers = kHostLauncher;
     std::set<std::string> names;
-    for (std::sregex_iterator it(source.begin(), source.end(), kernel), end; it != end; ++it) {
+    const std::sregex_iterator end;
+    for (std::sregex_iterator it(source.begin(), source.end(), kernel); it != end; ++it) {
       const std::string name = (*it)[1].str();
       if (!names.insert(name).second) continue;
+      // The kernel's text runs to the next kernel's signature: whether its threads meet.
+      const auto next = std::next(it);
+      const size_t from = static_cast<size_t>(it->position());
+      const size_t to = next == end ? source.size() : static_cast<size_t>(next->position());
+      const std::string text = source.substr(from, to - from);
+      const bool cooperative = text.find("LT_BARRIER") != std::string::npos ||
+                               text.find("__syncthreads") != std::string::npos;
       launchers += "extern \"C\" LtHostLaunch* " + name + "__lt_host(void** p) { return " +
-                   "lt_host_bind(" + name + ", p); }\n";
+                   "lt_host_bind(" + name + ", " + (cooperative ? "true" : "false") + ", p); }\n";
     }
-    const int n = count_.fetch_add(1);
-    const std::string stem = dir_ + "/program" + std::to_string(n);
-    std::ofstream(stem + ".cpp") << kHostShim << source << launchers;
-    const std::string command = "c++ -std=c++20 -O1 -w -shared -fPIC -pthread -fwrapv " +
-                                std::string("-ffp-contract=off -o ") + stem + ".so " + stem +
-                                ".cpp > " + stem + ".log 2>&1";
-    if (std::system(command.c_str()) != 0) {
-      std::ifstream log(stem + ".log");
-      throw lt::Error("fake cuda: the kernels did not compile for " + arch + "\n" +
-                      std::string(std::istreambuf_iterator<char>(log), {}));
-    }
-    return stem + ".so";  // with its terminating NUL, as cuModuleLoadData reads it
+    images.fetch_add(1);
+    return kHostShim + source + launchers;
   }
-
- private:
-  std::string dir_;
-  mutable std::atomic<int> count_{0};
+  // Images made, in this process.
+  static inline std::atomic<int64_t> images{0};
 };
 
 struct Event {
   bool done = true;
 };
+
+// cuBLASLt's descriptors, as the fake keeps them.
+struct MatmulDesc {
+  int compute = 0, scale = 0;
+};
+struct MatrixLayout {
+  int type = 0;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  int32_t batches = 1;
+  int64_t stride = 0;
+};
+
+// One element of a matrix as double, and back, by cudaDataType.
+inline double load_element(const void* base, int type, int64_t i) {
+  switch (type) {
+    case 0:
+      return static_cast<const float*>(base)[i];
+    case 1:
+      return static_cast<const double*>(base)[i];
+    case 2:
+      return static_cast<double>(static_cast<const _Float16*>(base)[i]);
+    default: {  // bf16: the high half of an f32
+      const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+  }
+}
+inline void store_element(void* base, int type, int64_t i, double value) {
+  switch (type) {
+    case 0:
+      static_cast<float*>(base)[i] = static_cast<float>(value);
+      return;
+    case 1:
+      static_cast<double*>(base)[i] = value;
+      return;
+    case 2:
+      static_cast<_Float16*>(base)[i] = static_cast<_Float16>(static_cast<float>(value));
+      return;
+    default: {  // bf16, rounded to nearest even (no NaN here)
+      const float f = static_cast<float>(value);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      bits += 0x7FFF + ((bits >> 16) & 1);
+      static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(bits >> 16);
+    }
+  }
+}
 
 // The fake GPU: one process-wide instance, as a driver is.
 class Gpu {
@@ -192,6 +249,11 @@ class Gpu {
     fail_in_ = n;
   }
   int64_t launches() const { return launches_.load(); }
+  // Waits until everything queued has run (an error stays for the next synchronization).
+  void drain() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return queue_.empty() && !running_; });
+  }
   int64_t live_allocations() {
     std::lock_guard lock(mutex_);
     return static_cast<int64_t>(allocations_.size());
@@ -208,6 +270,67 @@ class Gpu {
   std::vector<std::string> faults() {
     std::lock_guard lock(mutex_);
     return faults_;
+  }
+
+  // Products the fake cuBLASLt has run; setting refuse_products makes its heuristic find no
+  // algorithm (as for a shape the library has none for).
+  std::atomic<int64_t> products{0};
+  std::atomic<bool> refuse_products{false};
+
+  lt::backend::cuda::BlasLt blas() const {
+    lt::backend::cuda::BlasLt b;
+    b.create = [](void** handle) -> int { return *handle = &get(), 0; };
+    b.destroy = [](void*) -> int { return 0; };
+    b.version = []() -> size_t { return 130000; };
+    b.desc_create = [](void** desc, int compute, int scale) -> int {
+      *desc = new MatmulDesc{compute, scale};
+      return 0;
+    };
+    b.desc_destroy = [](void* desc) -> int {
+      delete static_cast<MatmulDesc*>(desc);
+      return 0;
+    };
+    b.layout_create = [](void** layout, int type, uint64_t rows, uint64_t cols, int64_t ld) -> int {
+      if (ld < static_cast<int64_t>(rows)) return 7;  // CUBLAS_STATUS_INVALID_VALUE
+      *layout = new MatrixLayout{type, rows, cols, ld};
+      return 0;
+    };
+    b.layout_set = [](void* layout, int attribute, const void* value, size_t bytes) -> int {
+      auto& l = *static_cast<MatrixLayout*>(layout);
+      if (attribute == 5 && bytes == 4) return std::memcpy(&l.batches, value, 4), 0;
+      if (attribute == 6 && bytes == 8) return std::memcpy(&l.stride, value, 8), 0;
+      return 7;
+    };
+    b.layout_destroy = [](void* layout) -> int {
+      delete static_cast<MatrixLayout*>(layout);
+      return 0;
+    };
+    b.preference_create = [](void** preference) -> int { return *preference = new size_t(0), 0; };
+    b.preference_set = [](void* preference, int, const void* value, size_t) -> int {
+      std::memcpy(preference, value, sizeof(size_t));
+      return 0;
+    };
+    b.preference_destroy = [](void* preference) -> int {
+      delete static_cast<size_t*>(preference);
+      return 0;
+    };
+    b.heuristic = [](void*, void*, void*, void*, void*, void*, void*, int,
+                     lt::backend::cuda::BlasLtHeuristic* results, int* returned) -> int {
+      *returned = get().refuse_products.load() ? 0 : 1;
+      results[0] = {};
+      results[0].workspace_bytes = 1024;
+      return 0;
+    };
+    b.matmul = [](void*, void* desc, const void* alpha, const void* a, void* a_layout,
+                  const void* b, void* b_layout, const void* beta, const void* c, void* c_layout,
+                  void* d, void* d_layout, const void*, void* workspace, size_t workspace_bytes,
+                  void*) -> int {
+      return get().matmul(
+          *static_cast<MatmulDesc*>(desc), alpha, a, *static_cast<MatrixLayout*>(a_layout), b,
+          *static_cast<MatrixLayout*>(b_layout), beta, c, *static_cast<MatrixLayout*>(c_layout), d,
+          *static_cast<MatrixLayout*>(d_layout), workspace, workspace_bytes);
+    };
+    return b;
   }
 
   lt::backend::cuda::Driver driver() const {
@@ -269,7 +392,8 @@ class Gpu {
       return get().copy_out(dst, src, bytes);
     };
     d.module_load_data = [](CuModule* m, const void* image) -> CuResult {
-      void* library = dlopen(static_cast<const char*>(image), RTLD_NOW | RTLD_LOCAL);
+      const std::string path = get().host_library(static_cast<const char*>(image));
+      void* library = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       return library == nullptr ? kInvalidValue : (*m = library, 0);
     };
     d.module_unload = [](CuModule m) -> CuResult { return dlclose(m) == 0 ? 0 : kInvalidValue; };
@@ -297,7 +421,32 @@ class Gpu {
     virtual void run(unsigned grid, unsigned block) = 0;
   };
 
-  Gpu() : worker_([this] { work(); }) { worker_.detach(); }
+  Gpu() : worker_([this] { work(); }) {
+    worker_.detach();
+    char pattern[] = "/tmp/lt-fake-cuda-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    std::atexit([] { std::filesystem::remove_all(get().dir_); });
+  }
+
+  // The shared library built from an image's host source (once per source in a process), or
+  // empty when it does not compile (its log is a fault).
+  std::string host_library(const std::string& source) {
+    std::lock_guard lock(build_mutex_);
+    const std::string stem = dir_ + "/program" + std::to_string(std::hash<std::string>{}(source));
+    if (std::filesystem::exists(stem + ".so")) return stem + ".so";
+    std::ofstream(stem + ".cpp") << source;
+    const std::string command = "c++ -std=c++20 -O1 -w -shared -fPIC -pthread -fwrapv " +
+                                std::string("-ffp-contract=off -o ") + stem + ".so " + stem +
+                                ".cpp > " + stem + ".log 2>&1";
+    if (std::system(command.c_str()) != 0) {
+      std::ifstream log(stem + ".log");
+      std::lock_guard faults(mutex_);
+      faults_.push_back("a program did not compile on the host:\n" +
+                        std::string(std::istreambuf_iterator<char>(log), {}));
+      return "";
+    }
+    return stem + ".so";
+  }
 
   void enqueue_locked(std::function<void()> op) {
     queue_.push_back(std::move(op));
@@ -392,6 +541,55 @@ class Gpu {
     return 0;
   }
 
+  // D = alpha A B + beta C, column-major, in stream order; the operands must be live device
+  // memory of the layouts' sizes, and D must be C (the engine's use).
+  int matmul(const MatmulDesc& desc, const void* alpha, const void* a, const MatrixLayout& la,
+             const void* b, const MatrixLayout& lb, const void* beta, const void* c,
+             const MatrixLayout& lc, void* d, const MatrixLayout& ld, void* workspace,
+             size_t workspace_bytes) {
+    if (la.cols != lb.rows || la.rows != lc.rows || lb.cols != lc.cols || c != d ||
+        la.batches != lb.batches || la.batches != lc.batches || lc.type != ld.type) {
+      return 7;
+    }
+    const bool doubles = desc.scale == 1;
+    const double scale_a =
+        doubles ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
+    const double scale_c =
+        doubles ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);
+    std::lock_guard lock(mutex_);
+    products.fetch_add(1);
+    enqueue_locked([=, this] {
+      const auto bytes = [](const MatrixLayout& l) {
+        const size_t element = l.type == 0 ? 4 : l.type == 1 ? 8 : 2;
+        return element * static_cast<size_t>((l.batches - 1) * l.stride +
+                                             static_cast<int64_t>(l.cols - 1) * l.ld +
+                                             static_cast<int64_t>(l.rows));
+      };
+      const auto address = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+      if (!live(address(a), bytes(la)) || !live(address(b), bytes(lb)) ||
+          !live(address(d), bytes(lc)) ||
+          (workspace_bytes > 0 && !live(address(workspace), workspace_bytes))) {
+        return fault("a product over memory that is not allocated");
+      }
+      for (int32_t batch = 0; batch < la.batches; ++batch) {
+        for (uint64_t j = 0; j < lc.cols; ++j) {
+          for (uint64_t i = 0; i < lc.rows; ++i) {
+            double sum = 0;  // in the compute type's precision
+            for (uint64_t p = 0; p < la.cols; ++p) {
+              const double x = load_element(a, la.type, batch * la.stride + p * la.ld + i);
+              const double y = load_element(b, lb.type, batch * lb.stride + j * lb.ld + p);
+              sum = doubles ? sum + x * y : static_cast<float>(sum + static_cast<float>(x * y));
+            }
+            const int64_t at = batch * lc.stride + static_cast<int64_t>(j) * lc.ld + i;
+            const double before = scale_c == 0 ? 0 : load_element(c, lc.type, at);
+            store_element(d, ld.type, at, scale_a * sum + scale_c * before);
+          }
+        }
+      }
+    });
+    return 0;
+  }
+
   // Runs the queue in order; each op with mutex_ held.
   void work() {
     std::unique_lock lock(mutex_);
@@ -425,6 +623,8 @@ class Gpu {
   std::map<void*, size_t> pinned_;
   std::multiset<void*> pinned_in_use_;
   std::vector<std::string> faults_;
+  std::mutex build_mutex_;
+  std::string dir_;
   std::thread worker_;
 };
 

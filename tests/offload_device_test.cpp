@@ -24,6 +24,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/offload/offload_backend.h"
+#include "backend/offload/routines.h"
 #include "backend/registry.h"
 #include "fake_cuda.h"
 #include "test_support.h"
@@ -40,14 +41,15 @@ const Device kCpu{DeviceType::cpu, 0};
 void use_the_fake_cuda_driver() {
   static const bool registered = [] {
     namespace backend = lt::backend;
-    backend::register_backend(DeviceType::cuda, [](int index,
-                                                   const backend::BackendSettings& settings) {
-      std::string why;
-      auto device = backend::cuda::Device::open(
-          fake_cuda::Gpu::get().driver(), std::make_shared<fake_cuda::HostCompiler>(), index, &why);
-      if (device == nullptr) throw lt::Error("cuda:" + std::to_string(index) + ": " + why);
-      return backend::offload::make_backend(std::move(device), index, settings);
-    });
+    backend::register_backend(
+        DeviceType::cuda, [](int index, const backend::BackendSettings& settings) {
+          std::string why;
+          auto device = backend::cuda::Device::open(
+              fake_cuda::Gpu::get().driver(), std::make_shared<fake_cuda::HostCompiler>(),
+              fake_cuda::Gpu::get().blas(), index, settings.kernels.cache_dir, &why);
+          if (device == nullptr) throw lt::Error("cuda:" + std::to_string(index) + ": " + why);
+          return backend::offload::make_backend(std::move(device), index, settings);
+        });
     backend::register_device_probe(DeviceType::cuda, [] {
       return backend::Availability{true, "a fake GPU whose kernels run on the host"};
     });
@@ -313,12 +315,12 @@ class FakeCudaTest : public lt_test::EngineTest {
     EXPECT_EQ(gpu.faults(), std::vector<std::string>());
     lt_test::EngineTest::TearDown();
   }
-  // Waits (at most a minute) until the fake GPU has `n` operations queued.
-  void wait_until_queued(int64_t n) {
-    for (int i = 0; i < 6000 && gpu.queued() < n; ++i) {
+  // Waits (at most a minute) until `done`; false if it never was.
+  static bool wait_until(const std::function<bool()>& done) {
+    for (int i = 0; i < 6000 && !done(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ASSERT_GE(gpu.queued(), n);
+    return done();
   }
   fake_cuda::Gpu& gpu = fake_cuda::Gpu::get();
   const Device cuda{DeviceType::cuda, 0};
@@ -338,8 +340,9 @@ TEST_F(FakeCudaTest, UploadsAreStagedAndNothingWaitsForTheDevice) {
   std::fill(host.begin(), host.end(), -1.0f);  // the caller's memory is its own again at once
   Tensor y = lt::zeros({4096}).add(x.mul(2.0));
   lt::mark_step();
-  wait_until_queued(3);  // the upload, the step's launches
-  EXPECT_GT(gpu.launches(), launches);
+  // The step's launch is queued behind the upload, neither run.
+  ASSERT_TRUE(wait_until([&] { return gpu.launches() > launches; }));
+  EXPECT_GT(gpu.queued(), 1);
   EXPECT_EQ(lt::metrics::counter_value("TransferToDeviceSync"), 0);
   gpu.release();
   const std::vector<float> got = y.to_vector<float>();
@@ -352,22 +355,25 @@ TEST_F(FakeCudaTest, BuffersAreFreedAfterTheWorkQueuedOnThem) {
   const lt::DeviceGuard guard(cuda);
   lt::from_vector(values(64), {64}).mul(3.0).to_vector<float>();
   lt::wait_device_ops();
+  gpu.drain();
   const int64_t live = gpu.live_allocations();
   gpu.hold();
+  const int64_t launches = gpu.launches();
   {
     Tensor x = lt::from_vector(values(64), {64});
     Tensor y = x.mul(3.0);
     lt::mark_step();
-    wait_until_queued(2);
+    ASSERT_TRUE(wait_until([&] { return gpu.launches() > launches; }));
   }
   // The host has let go of both; the device has not run their step yet.
   EXPECT_GT(gpu.live_allocations(), live);
   gpu.release();
   lt::wait_device_ops();
-  for (int i = 0; i < 100 && gpu.live_allocations() > live; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(gpu.live_allocations(), live);
+  EXPECT_TRUE(wait_until([&] {
+    gpu.drain();
+    return gpu.live_allocations() == live;
+  })) << gpu.live_allocations()
+      << " allocations, " << live << " before";
 }
 
 // A kernel that fails on the device (reported asynchronously, at the next synchronization, as
@@ -384,6 +390,98 @@ TEST_F(FakeCudaTest, AKernelThatFailsOnTheDeviceFailsItsStep) {
   lt_test::expect_mentions(message, {"cuda", "unspecified launch failure (719)"});
   const std::vector<float> again = x.exp().mul(2.0).to_vector<float>();
   for (size_t i = 0; i < v.size(); ++i) EXPECT_FLOAT_EQ(again[i], std::exp(v[i]) * 2.0f) << i;
+}
+
+// A program is kept on disk by a hash of its source, the compiler's version and the
+// architecture: another device over the same folder (another process) loads it without compiling
+// it, and it runs.
+TEST_F(FakeCudaTest, ProgramsAreKeptOnDiskByCompilerArchitectureAndSource) {
+  const lt_test::TempDir cache;
+  lt::backend::offload::Routines routines(lt::backend::KernelDialect::cuda);
+  const std::string copy = routines.copy(4);
+  std::string why;
+  const auto open = [&] {
+    return lt::backend::cuda::Device::open(gpu.driver(),
+                                           std::make_shared<fake_cuda::HostCompiler>(),
+                                           std::nullopt, 0, cache.path().string(), &why);
+  };
+  const int64_t images = fake_cuda::HostCompiler::images.load();
+  const auto first = open();
+  ASSERT_NE(first, nullptr) << why;
+  first->build({}, {}, routines.source());
+  EXPECT_EQ(fake_cuda::HostCompiler::images.load(), images + 1);
+  const int64_t hits = lt::metrics::counter_value("KernelDiskCacheHit");
+  const auto second = open();
+  const std::shared_ptr<void> program = second->build({}, {}, routines.source());
+  EXPECT_EQ(fake_cuda::HostCompiler::images.load(), images + 1);  // nothing compiled
+  EXPECT_EQ(lt::metrics::counter_value("KernelDiskCacheHit"), hits + 1);
+  // The loaded program runs: 4-byte elements copied through the routine.
+  const std::vector<float> src = values(100);
+  const auto in = second->allocate(400), out = second->allocate(400);
+  second->write(in.get(), src.data(), 400, false);
+  const std::shared_ptr<void> kernel = second->kernel(program, copy);
+  const int64_t n = 100, offset = 0, sizes[8] = {100}, strides[8] = {1};
+  const int32_t rank = 1;
+  void* in_handle = in.get();
+  void* out_handle = out.get();
+  int index = 0;
+  for (const auto& [bytes, value] : std::vector<std::pair<size_t, const void*>>{{8, &in_handle},
+                                                                                {8, &out_handle},
+                                                                                {8, &n},
+                                                                                {4, &rank},
+                                                                                {64, sizes},
+                                                                                {64, strides},
+                                                                                {8, &offset},
+                                                                                {64, strides},
+                                                                                {8, &offset}}) {
+    second->set_arg(kernel.get(), index++, bytes, value);
+  }
+  second->launch(kernel.get(), 128, 64);
+  std::vector<float> got(100);
+  second->read(out.get(), got.data(), 400);
+  EXPECT_EQ(got, src);
+}
+
+// Products go to cuBLASLt (row-major products as column-major ones, batched with strides, bf16
+// in f32) and agree with the CPU; where the library has no algorithm for a shape (asked once
+// per shape), the generated kernel computes them.
+TEST_F(FakeCudaTest, ProductsGoToTheLibraryAndElseToTheGeneratedKernel) {
+  const std::vector<float> a = values(3 * 6 * 9), b = values(9 * 11);
+  const auto products = [&](int64_t rows) {
+    const Tensor x = lt::from_vector(a, {3, 6, 9}).slice(1, 0, rows);
+    const Tensor w = lt::from_vector(b, {9, 11});
+    return std::vector<Tensor>{lt::matmul(x, w), lt::matmul(w.t(), x.transpose(1, 2)),
+                               lt::matmul(x.to(lt::DType::bf16), w.to(lt::DType::bf16))};
+  };
+  const auto run = [&](const Device& device, int64_t rows) {
+    const lt::DeviceGuard guard(device);
+    std::vector<std::vector<double>> out;
+    for (const Tensor& t : products(rows)) {
+      out.push_back(t.to(lt::DType::f64).to_vector<double>());
+    }
+    return out;
+  };
+  // Shapes of their own for each half (plans are kept per shape).
+  for (const bool library : {false, true}) {
+    SCOPED_TRACE(library ? "cuBLASLt" : "generated kernel");
+    const int64_t rows = library ? 6 : 5;
+    const auto cpu = run(kCpu, rows);
+    gpu.refuse_products = !library;
+    const int64_t before = gpu.products.load();
+    const auto got = run(cuda, rows);
+    EXPECT_EQ(gpu.products.load() - before, library ? 3 : 0);
+    for (size_t t = 0; t < cpu.size(); ++t) {
+      ASSERT_EQ(got[t].size(), cpu[t].size());
+      for (size_t i = 0; i < cpu[t].size(); ++i) {
+        EXPECT_NEAR(got[t][i], cpu[t][i], 1e-5 * std::max(1.0, std::fabs(cpu[t][i])))
+            << "product " << t << " element " << i;
+      }
+    }
+  }
+  gpu.refuse_products = false;
+  const lt::DeviceGuard guard(cuda);
+  EXPECT_EQ(lt::matmul_library(lt::DType::f32).rfind("cuBLASLt", 0), 0u)
+      << lt::matmul_library(lt::DType::f32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OffloadDeviceTest,

@@ -1,10 +1,11 @@
 # The CUDA device kind (lazytensor_add_backend(cuda) in the top CMakeLists.txt): the driver API
-# table, the device as the offload backend's runtime, the kernels' CUDA source with NVRTC to
+# table, cuBLASLt's for products, the device as the offload backend's runtime, the kernels' CUDA source with NVRTC to
 # compile it, and the registration. The driver and NVRTC are opened with dlopen when asked, so
 # the build needs no CUDA and runs where there is none.
 target_sources(
   lazytensor
-  PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_device.cpp
+  PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cublaslt.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/cuda_device.cpp
           ${CMAKE_CURRENT_LIST_DIR}/cuda_driver.cpp
           ${CMAKE_CURRENT_LIST_DIR}/cuda_registration.cpp
           ${CMAKE_CURRENT_LIST_DIR}/cuda_source.cpp)

@@ -1,15 +1,24 @@
 #include "backend/cuda/cuda_device.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "compiler/kernel_program.h"
 #include "lazytensor/error.h"
+#include "metrics/metrics_registry.h"
 
 namespace lt::backend::cuda {
 
@@ -41,6 +50,20 @@ struct Device::State {
   CuStream stream = nullptr;
   std::string arch, description;
   int64_t memory_bytes = 0;
+  std::filesystem::path cache_dir;  // empty: programs are not kept
+
+  // cuBLASLt, where there is one: its handle (made on the stream's thread, with the context
+  // current), a workspace, and a plan per product shape.
+  std::optional<BlasLt> blas;
+  void* blas_handle = nullptr;
+  std::shared_ptr<void> workspace;
+  struct Plan {
+    void* desc = nullptr;
+    void* layouts[3] = {};  // b as the column-major "A", a as "B", c
+    BlasLtHeuristic heuristic{};
+    bool usable = false;  // the library has an algorithm for it
+  };
+  std::map<std::string, Plan> plans;
 
   // Pinned host memory for uploads and reads: a chunk is in flight until its event has passed.
   struct Chunk {
@@ -103,6 +126,13 @@ struct Device::State {
     if (stream != nullptr) {
       driver.context_set_current(context);
       driver.stream_synchronize(stream);
+      for (auto& [key, plan] : plans) {
+        for (void* layout : plan.layouts) {
+          if (layout != nullptr) blas->layout_destroy(layout);
+        }
+        if (plan.desc != nullptr) blas->desc_destroy(plan.desc);
+      }
+      if (blas_handle != nullptr) blas->destroy(blas_handle);
       for (const Chunk& c : in_flight) release(c);
       for (const Chunk& c : free_chunks) release(c);
       driver.stream_destroy(stream);
@@ -115,10 +145,15 @@ Device::Device(std::shared_ptr<State> state) : state_(std::move(state)) {}
 Device::~Device() = default;
 
 std::shared_ptr<Device> Device::open(const Driver& driver,
-                                     std::shared_ptr<const KernelCompiler> compiler, int ordinal,
-                                     std::string* why) {
+                                     std::shared_ptr<const KernelCompiler> compiler,
+                                     std::optional<BlasLt> blas, int ordinal,
+                                     const std::string& cache_dir, std::string* why) {
   auto state = std::make_shared<State>();
   state->driver = driver;
+  state->blas = std::move(blas);
+  if (!cache_dir.empty() && compiler->images_outlive_the_process()) {
+    state->cache_dir = std::filesystem::path(cache_dir) / "cuda";
+  }
   state->compiler = std::move(compiler);
   const auto fail = [&](const char* call, CuResult result) {
     *why = driver.describe(call, result);
@@ -189,11 +224,44 @@ int64_t Device::global_memory_bytes() const {
   return state_->memory_bytes;
 }
 
+std::string Device::image(const std::string& source) const {
+  const State& s = *state_;
+  if (s.cache_dir.empty()) return s.compiler->image(source, s.arch);
+  // The compiler's version and the architecture are in the key: a new NVRTC or another GPU
+  // compiles again.
+  char stem[64];
+  std::snprintf(stem, sizeof stem, "lt_%016llx_%s",
+                static_cast<unsigned long long>(
+                    compiler::hash_string(s.compiler->version() + "\n" + s.arch + "\n" + source)),
+                s.arch.c_str());
+  const std::filesystem::path path = s.cache_dir / (std::string(stem) + ".cubin");
+  if (std::ifstream in{path, std::ios::binary}) {
+    std::string cached((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!cached.empty()) {
+      metrics::counter("KernelDiskCacheHit").add();
+      return cached;
+    }
+  }
+  std::string compiled = s.compiler->image(source, s.arch);
+  metrics::counter("KernelCompile").add();
+  // Written whole under a name of this process, then renamed: another process reads all of a
+  // file or none. A cache that cannot be written only costs the next process a compile.
+  std::error_code error;
+  std::filesystem::create_directories(s.cache_dir, error);
+  const std::filesystem::path partial =
+      s.cache_dir / (std::string(stem) + "." + std::to_string(getpid()) + ".tmp");
+  if (std::ofstream out{partial, std::ios::binary}; out.write(compiled.data(), compiled.size())) {
+    out.close();
+    std::filesystem::rename(partial, path, error);
+  }
+  std::filesystem::remove(partial, error);
+  return compiled;
+}
+
 std::shared_ptr<void> Device::build(const std::vector<const compiler::KernelProgram*>& programs,
                                     const std::vector<std::string>& symbols,
                                     const std::string& routines) const {
-  const std::string image =
-      state_->compiler->image(generate_source(programs, symbols) + routines, state_->arch);
+  const std::string image = this->image(generate_source(programs, symbols) + routines);
   state_->bind();
   CuModule module = nullptr;
   state_->driver.check(state_->driver.module_load_data(&module, image.data()), "cuModuleLoadData");
@@ -281,6 +349,98 @@ void Device::launch(void* kernel, size_t global, size_t local) const {
                                    static_cast<unsigned>(local), 1, 1, 0, state_->stream,
                                    params.data(), nullptr),
       "cuLaunchKernel");
+}
+
+std::string Device::matmul_library() const {
+  if (!state_->blas) return "CUDA C++ (generated tiled kernel)";
+  return "cuBLASLt " + std::to_string(state_->blas->version());
+}
+
+bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batches, int64_t m,
+                            int64_t n, int64_t k, DType operands, DType output) const {
+  State& s = *state_;
+  if (!s.blas || m <= 0 || n <= 0 || k <= 0) return false;
+  int type = 0, compute = kComputeF32, scale = kCudaR32F;
+  switch (operands) {
+    case DType::f32:
+      type = kCudaR32F;
+      break;
+    case DType::f64:
+      type = kCudaR64F, compute = kComputeF64, scale = kCudaR64F;
+      break;
+    case DType::bf16:
+      type = kCudaR16BF;
+      break;
+    case DType::f16:
+      type = kCudaR16F;
+      break;
+    default:
+      return false;
+  }
+  if (output != operands && !(output == DType::f32 && compute == kComputeF32)) return false;
+  const int out_type = output == operands ? type : kCudaR32F;
+  const BlasLt& blas = *s.blas;
+  const auto check = [](int status, const char* call) {
+    if (status != 0) {
+      throw Error(std::string("cuda: ") + call + " failed with cuBLAS status " +
+                  std::to_string(status));
+    }
+  };
+  s.bind();
+  constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  if (s.blas_handle == nullptr) {
+    check(blas.create(&s.blas_handle), "cublasLtCreate");
+    s.workspace = allocate(kWorkspaceBytes);
+  }
+  // Row-major c = a . b is column-major c^T = b^T . a^T: b as an n x k "A", a as a k x m "B",
+  // c as an n x m "D", none transposed.
+  const std::string key = std::to_string(operands == output) + "," + std::to_string(type) + "," +
+                          std::to_string(batches) + "," + std::to_string(m) + "," +
+                          std::to_string(n) + "," + std::to_string(k);
+  auto [it, fresh] = s.plans.try_emplace(key);
+  State::Plan& plan = it->second;
+  if (fresh) {
+    check(blas.desc_create(&plan.desc, compute, scale), "cublasLtMatmulDescCreate");
+    const uint64_t rows[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(k),
+                              static_cast<uint64_t>(n)};
+    const uint64_t cols[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m),
+                              static_cast<uint64_t>(m)};
+    const int64_t strides[3] = {k * n, m * k, m * n};
+    const int32_t count = static_cast<int32_t>(batches);
+    for (int l = 0; l < 3; ++l) {
+      check(blas.layout_create(&plan.layouts[l], l == 2 ? out_type : type, rows[l], cols[l],
+                               static_cast<int64_t>(rows[l])),
+            "cublasLtMatrixLayoutCreate");
+      if (batches > 1) {
+        check(blas.layout_set(plan.layouts[l], kLayoutBatchCount, &count, sizeof count),
+              "cublasLtMatrixLayoutSetAttribute");
+        check(blas.layout_set(plan.layouts[l], kLayoutStridedBatchOffset, &strides[l],
+                              sizeof strides[l]),
+              "cublasLtMatrixLayoutSetAttribute");
+      }
+    }
+    void* preference = nullptr;
+    check(blas.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
+    const uint64_t workspace = kWorkspaceBytes;
+    blas.preference_set(preference, kPreferenceMaxWorkspaceBytes, &workspace, sizeof workspace);
+    int returned = 0;
+    const int status =
+        blas.heuristic(s.blas_handle, plan.desc, plan.layouts[0], plan.layouts[1], plan.layouts[2],
+                       plan.layouts[2], preference, 1, &plan.heuristic, &returned);
+    blas.preference_destroy(preference);
+    plan.usable = status == 0 && returned > 0;
+  }
+  if (!plan.usable) return false;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const double one_d = 1.0, zero_d = 0.0;
+  const bool doubles = scale == kCudaR64F;
+  check(blas.matmul(s.blas_handle, plan.desc, doubles ? static_cast<const void*>(&one_d) : &one_f,
+                    b, plan.layouts[0], a, plan.layouts[1],
+                    doubles ? static_cast<const void*>(&zero_d) : &zero_f, c, plan.layouts[2], c,
+                    plan.layouts[2], plan.heuristic.algo, s.workspace.get(), kWorkspaceBytes,
+                    s.stream),
+        "cublasLtMatmul");
+  return true;
 }
 
 void Device::finish() const {

@@ -3,12 +3,15 @@
 // context, one non-blocking stream, stream-ordered allocation (cuMemAllocAsync: a buffer freed on
 // the host is released after the work queued on it), uploads staged through pinned host memory
 // (so the caller's memory is free at once and no upload waits for the device), programs compiled
-// by a KernelCompiler (NVRTC to the GPU's own architecture) and launched with their arguments
+// by a KernelCompiler (NVRTC to the GPU's own architecture), kept on disk by a hash of the
+// compiler's version, the architecture and the source, and launched with their arguments
 // gathered by the engine.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cublaslt.h"
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_source.h"
 #include "backend/offload/runtime.h"
@@ -17,10 +20,13 @@ namespace lt::backend::cuda {
 
 class Device final : public offload::Runtime {
  public:
-  // GPU `ordinal` of `driver`, or null with `why` it cannot be used.
+  // GPU `ordinal` of `driver`, or null with `why` it cannot be used. Compiled programs are
+  // kept in `cache_dir`/cuda (none when it is empty). Products go to `blas` where there is one,
+  // else to the generated tiled kernel.
   static std::shared_ptr<Device> open(const Driver& driver,
-                                      std::shared_ptr<const KernelCompiler> compiler, int ordinal,
-                                      std::string* why);
+                                      std::shared_ptr<const KernelCompiler> compiler,
+                                      std::optional<BlasLt> blas, int ordinal,
+                                      const std::string& cache_dir, std::string* why);
   ~Device() override;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -37,7 +43,7 @@ class Device final : public offload::Runtime {
   // CUDA kernels read their scalars from an array in device memory, read where used (no
   // register holds hundreds of them for a whole loop).
   bool scalars_by_value(const compiler::KernelProgram&) const override { return false; }
-  std::string matmul_library() const override { return "CUDA C++ (generated tiled kernel)"; }
+  std::string matmul_library() const override;
 
   std::shared_ptr<void> build(const std::vector<const compiler::KernelProgram*>& programs,
                               const std::vector<std::string>& symbols,
@@ -51,10 +57,16 @@ class Device final : public offload::Runtime {
   void set_arg(void* kernel, int index, size_t bytes, const void* value) const override;
   void launch(void* kernel, size_t global, size_t local) const override;
   void finish() const override;
+  // cuBLASLt: f32 (computed in f32, no TF32), f64, and bf16 or f16 in f32 (stored as the
+  // operands' dtype or f32).
+  bool library_matmul(const void* a, const void* b, void* c, int64_t batches, int64_t m, int64_t n,
+                      int64_t k, DType operands, DType output) const override;
 
  private:
   struct State;
   explicit Device(std::shared_ptr<State> state);
+  // The image of `source`: from the disk cache, or compiled (and stored).
+  std::string image(const std::string& source) const;
   std::shared_ptr<State> state_;  // shared with the handles' deleters
 };
 

@@ -41,8 +41,11 @@ std::unique_ptr<Backend> make_backend(int index, const BackendSettings& settings
   if (!driver) throw Error(device + ": " + why);
   std::optional<Nvrtc> nvrtc = Nvrtc::open(&why);
   if (!nvrtc) throw Error(device + ": " + why);
+  // Without cuBLASLt, products run as the generated tiled kernel (matmul_library says which).
+  std::string no_blas;
   std::shared_ptr<Device> opened =
-      Device::open(*driver, std::make_shared<Nvrtc>(std::move(*nvrtc)), index, &why);
+      Device::open(*driver, std::make_shared<Nvrtc>(std::move(*nvrtc)), BlasLt::open(&no_blas),
+                   index, settings.kernels.cache_dir, &why);
   if (opened == nullptr) throw Error(device + ": " + why);
   return offload::make_backend(std::move(opened), index, settings);
 }

@@ -40,6 +40,8 @@ class KernelCompiler {
   // `source` as an image the driver loads (cuModuleLoadData) for `arch` ("sm_90"); throws
   // lt::Error with the compiler's log when it does not compile.
   virtual std::string image(const std::string& source, const std::string& arch) const = 0;
+  // Whether an image stays valid in another process, so that it may be kept on disk.
+  virtual bool images_outlive_the_process() const { return true; }
 };
 
 class Nvrtc final : public KernelCompiler {

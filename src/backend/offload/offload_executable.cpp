@@ -247,6 +247,9 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
       void* b_rows = scratch(static_cast<size_t>(batches * k * n) * size);
       copy(slots[a.slot], size, nbatch + 2, sizes_a, strides_a, a.offset, a_rows);
       copy(slots[b.slot], size, nbatch + 2, sizes_b, strides_b, b.offset, b_rows);
+      if (device.library_matmul(a_rows, b_rows, out, batches, m, n, k, a.dtype, op.output_dtype)) {
+        return;
+      }
       Arguments(device, launch.kernel)
           .buffer(a_rows)
           .buffer(b_rows)

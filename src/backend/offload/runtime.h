@@ -61,6 +61,15 @@ class Runtime {
   virtual void launch(void* kernel, size_t global, size_t local) const = 0;
   // Waits for everything queued; throws what the device reported.
   virtual void finish() const = 0;
+
+  // c[i] = a[i] . b[i] for each of `batches` contiguous row-major products (a: m x k, b: k x n,
+  // c: m x n), queued, by the device's own library: false where it has none for these dtypes
+  // and sizes (the generated routine computes them then).
+  virtual bool library_matmul(const void* /*a*/, const void* /*b*/, void* /*c*/,
+                              int64_t /*batches*/, int64_t /*m*/, int64_t /*n*/, int64_t /*k*/,
+                              DType /*operands*/, DType /*output*/) const {
+    return false;
+  }
 };
 
 }  // namespace lt::backend::offload
