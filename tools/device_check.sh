@@ -129,6 +129,7 @@ cpu = json.load(open("/tmp/lt-train-cpu.json"))["losses"][0]
 cuda = json.load(open("/tmp/lt-train-cuda.json"))["losses"][0]
 loss = lambda v: v["loss"] if isinstance(v, dict) else v
 a, b = loss(cpu), loss(cuda)
+print("products on cuda:", json.load(open("/tmp/lt-train-cuda.json"))["matmul_library"])
 print(f"loss cpu {a:.6f}, cuda {b:.6f}, relative difference {abs(a - b) / abs(a):.2e} (bound 1e-3)")
 raise SystemExit(0 if abs(a - b) <= 1e-3 * abs(a) else 1)
 EOF
