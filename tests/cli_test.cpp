@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -322,6 +323,74 @@ TEST_F(CliTest, CodegenCheckBuildsAStepsKernelsForOpenCl) {
     SCOPED_TRACE(kernel.dump());
     EXPECT_TRUE(kernel["compiled"].get<bool>());
   }
+}
+
+// The commands on the OpenCL device match their CPU runs: `train` (dropout on: its
+// counter-based masks are the same bits on every device) within 1e-3 of the CPU's losses, and
+// `adamw`'s updated parameters within f32 roundings; after the first step, neither compiles
+// nor uploads synchronously, on bert-base's 199 tensors too.
+TEST_F(CliTest, TrainAndAdamwOnOpenClMatchTheCpu) {
+  const char* required = std::getenv("LT_REQUIRE_OPENCL");
+  for (const lt::DeviceKind& kind : lt::device_kinds()) {
+    if (kind.name == "opencl" && !kind.available) {
+      if (required != nullptr && std::string(required) == "1") FAIL() << kind.reason;
+      GTEST_SKIP() << kind.reason;
+    }
+  }
+  std::map<std::string, json> train;
+  std::map<std::string, fs::path> dumps;
+  for (const char* device : {"cpu", "opencl"}) {
+    SCOPED_TRACE(device);
+    setenv("LT_DEVICE", device, 1);
+    const fs::path report = dir_.path() / (std::string(device) + ".json");
+    const Outcome t = run({"train", "--model", "tiny", "--steps", "5", "--batch", "4", "--seq",
+                           "32", "--json", report.string(), "--quiet"},
+                          300);
+    dumps[device] = dir_.path() / (std::string("dump-") + device);
+    const Outcome a = run({"adamw", "--model", "tiny", "--steps", "3", "--dump",
+                           dumps[device].string(), "--quiet", "--roofline-steps", "0"},
+                          300);
+    unsetenv("LT_DEVICE");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    train[device] = read_json(report);
+    EXPECT_EQ(train[device]["device"], std::string(device) + ":0");
+  }
+  const auto cpu = train["cpu"]["losses"].get<std::vector<double>>();
+  const auto opencl = train["opencl"]["losses"].get<std::vector<double>>();
+  ASSERT_EQ(cpu.size(), opencl.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(opencl[i], cpu[i], 1e-3 * cpu[i]) << i;
+  // Per step: nothing after the first.
+  const auto none_after_first = [](const json& per_step) {
+    const auto counts = per_step.get<std::vector<int64_t>>();
+    return counts.size() > 1 &&
+           std::all_of(counts.begin() + 1, counts.end(), [](int64_t n) { return n == 0; });
+  };
+  EXPECT_TRUE(none_after_first(train["opencl"]["compiles_per_step"]));
+  EXPECT_TRUE(none_after_first(train["opencl"]["sync_transfers_per_step"]));
+  const json manifest = read_json(dumps["cpu"] / "manifest.json");
+  for (const json& entry : manifest["tensors"]) {
+    const std::string file = entry["param_after"].get<std::string>();
+    const std::vector<float> want = read_floats(dumps["cpu"] / file);
+    const std::vector<float> got = read_floats(dumps["opencl"] / file);
+    ASSERT_EQ(got.size(), want.size()) << file;
+    size_t bad = 0;
+    for (size_t k = 0; k < want.size(); ++k) {
+      bad += !(std::abs(got[k] - want[k]) <= 1e-6f + 1e-5f * std::abs(want[k]));
+    }
+    EXPECT_EQ(bad, 0u) << file;
+  }
+  setenv("LT_DEVICE", "opencl", 1);
+  const fs::path base = dir_.path() / "base.json";
+  const Outcome b = run({"adamw", "--model", "bert-base", "--steps", "3", "--json", base.string(),
+                         "--quiet", "--roofline-steps", "0"},
+                        300);
+  unsetenv("LT_DEVICE");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json j = read_json(base);
+  EXPECT_EQ(j["device"], "opencl:0");
+  EXPECT_TRUE(none_after_first(j["compiles_per_step"])) << j["compiles_per_step"];
+  EXPECT_TRUE(none_after_first(j["sync_transfers_per_step"])) << j["sync_transfers_per_step"];
 }
 
 // The dump lets outside checks replay the steps in PyTorch: the files must hold every tensor,
