@@ -624,7 +624,15 @@ TEST_F(CliTest, TrainUnderAutocastTracksFp32) {
   EXPECT_EQ(reference["precision"], "fp32");
   EXPECT_EQ(report["matmul_library"], lt::matmul_library(lt::DType::bf16));
   EXPECT_EQ(reference["matmul_library"], lt::matmul_library(lt::DType::f32));
-  lt_test::expect_mentions(r.out, {"products: bf16, " + lt::matmul_library(lt::DType::bf16)});
+  lt_test::expect_mentions(r.out, {"products: bf16, " + lt::matmul_library(lt::DType::bf16) +
+                                   " on " + lt::matmul_isa(lt::DType::bf16)});
+  EXPECT_EQ(report["matmul_isa"], lt::matmul_isa(lt::DType::bf16));
+  EXPECT_EQ(reference["matmul_isa"], lt::matmul_isa(lt::DType::f32));
+  EXPECT_EQ(report["kernel_isa"], "interpreter");  // run() sets LT_COMPILER=interpreter
+  // A CPU without bf16 instructions says autocast will not be faster there.
+  const std::string isa = lt::matmul_isa(lt::DType::bf16);
+  const bool bf16_instructions = isa == "amx" || isa == "avx512_bf16";
+  EXPECT_EQ(r.err.find("will not be faster") == std::string::npos, bf16_instructions) << r.err;
   // The weights' copies are made before the first step: one compile for the run.
   EXPECT_EQ(sum(report["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0);
   for (const json* j : {&report, &reference}) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -360,6 +361,26 @@ TEST_P(GemmTest, NamesItsLibrary) {
   EXPECT_TRUE(public_name.starts_with(library)) << public_name;
   const bool widened = GetParam().operands == DType::bf16 && !library.starts_with("oneDNN");
   EXPECT_EQ(public_name.ends_with("(bf16 operands widened to f32)"), widened) << public_name;
+}
+
+// The instructions products run on: bf16 ones only for bf16 products that oneDNN computes in
+// bf16, and only ones the CPU has; the public name is the backend's.
+TEST_P(GemmTest, NamesItsInstructions) {
+  const DType operands = GetParam().operands;
+  const std::string isa = gemm_isa(operands);
+  const std::set<std::string> known = {"amx", "avx512_bf16", "avx512", "avx2", "sse4.1"};
+  EXPECT_TRUE(known.count(isa)) << isa;
+  const bool bf16_instructions = isa == "amx" || isa == "avx512_bf16";
+  const bool bf16_kernel =
+      operands == DType::bf16 && std::string(gemm_library(operands)).starts_with("oneDNN");
+  EXPECT_TRUE(!bf16_instructions || bf16_kernel) << isa;
+  if (isa == "amx" || isa.starts_with("avx512")) {
+    EXPECT_TRUE(__builtin_cpu_supports("avx512f"));
+  }
+  if (isa == "avx2") {
+    EXPECT_TRUE(__builtin_cpu_supports("avx2"));
+  }
+  EXPECT_EQ(lt::matmul_isa(operands), isa);
 }
 
 TEST(GemmBf16Test, RoundsTheF32ResultToNearestEven) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,13 @@
 #include "backend/registry.h"
 #include "fake_cuda.h"
 #include "test_support.h"
+
+namespace lt {
+// Parameterized tests' names and messages print the device kind.
+void PrintTo(DeviceType type, std::ostream* out) {
+  *out << device_type_name(type);
+}
+}  // namespace lt
 
 namespace {
 

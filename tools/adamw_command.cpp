@@ -278,6 +278,7 @@ json to_json(const AdamWCommandOptions& o, const RunResult& r) {
           {"schedule", o.schedule},
           {"clip_norm", o.clip_norm},
           {"kernel_compiler", kernel_compiler()},
+          {"kernel_isa", kernel_isa()},
           {"step_seconds", r.step_seconds},
           {"step_seconds_median", median(after_first)},
           {"trace_seconds", r.trace_seconds},

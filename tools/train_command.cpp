@@ -657,6 +657,8 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
       {"optimizer_precision", o.optimizer_precision},
       {"mlm_head", o.mlm_head},
       {"matmul_library", matmul_library(products_dtype(o))},
+      {"matmul_isa", matmul_isa(products_dtype(o))},
+      {"kernel_isa", kernel_isa()},
       {"seed", o.seed},
       {"scalar_policy", r.policy},
       {"kernel_compiler", kernel_compiler()},
@@ -792,14 +794,9 @@ int run_train_command(const TrainCommandOptions& options) {
       distributed::world_size() > 1
           ? (", " + std::to_string(distributed::world_size()) + " ranks (data parallel)").c_str()
           : "");
-  const std::string products = matmul_library(run.compute_dtype());
-  std::printf("products: %s, %s\n", o.precision.c_str(), products.c_str());
-  if (o.precision == "bf16" && !products.starts_with("oneDNN")) {
-    std::fprintf(stderr,
-                 "train: note: oneDNN has no bf16 matrix kernel on this CPU (it has them with "
-                 "AVX-512 or AMX), so --precision bf16 widens the operands to f32 and runs "
-                 "slower than --precision fp32 here\n");
-  }
+  std::printf("products: %s, %s on %s; kernels: %s\n", o.precision.c_str(),
+              matmul_library(run.compute_dtype()).c_str(), matmul_isa(run.compute_dtype()).c_str(),
+              kernel_isa().c_str());
   const TrainResult r = run.train(parse_scalar_policy(o.scalars), /*evaluate_and_save=*/true);
   if (!o.save_path.empty()) save_checkpoint(o.save_path, t, o);
 

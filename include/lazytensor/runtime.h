@@ -103,6 +103,12 @@ std::string kernel_compiler();
 // f32's speed less the widening: "OpenBLAS 0.3.21 (bf16 operands widened to f32)".
 // lt::Error for other dtypes.
 std::string matmul_library(DType dtype);
+// The instructions the default device's products of `dtype` run on: "amx", "avx512_bf16",
+// "avx512", "avx2" or "sse4.1" on the CPU (oneDNN's dispatch: ONEDNN_MAX_CPU_ISA caps it),
+// the device kind ("opencl", "cuda") elsewhere; and those its generated kernels (the glue
+// between products) are compiled for: "avx512", "avx2", "sse2", or "interpreter".
+std::string matmul_isa(DType dtype);
+std::string kernel_isa();
 // Tiered compilation (on by default): a step whose native kernels are not compiled yet runs at
 // once on the interpreter while the system compiler works in the background, on every core;
 // later launches switch to the native code as it arrives. Off: a step waits for its kernels.

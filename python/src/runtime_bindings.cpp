@@ -81,6 +81,10 @@ void bind_runtime(nb::module_& m) {
   m.def("kernel_compiler", &lt::kernel_compiler);
   m.def("matmul_library", &lt::matmul_library, "dtype"_a,
         "the library (and version) that runs matrix products of this dtype");
+  m.def("matmul_isa", &lt::matmul_isa, "dtype"_a,
+        "the instructions matrix products of this dtype run on: amx, avx512_bf16, avx512, avx2");
+  m.def("kernel_isa", &lt::kernel_isa,
+        "the instructions the generated kernels are compiled for: avx512, avx2, interpreter");
   m.def("set_tiered_compilation", &lt::set_tiered_compilation, "enabled"_a);
   m.def("tiered_compilation", &lt::tiered_compilation);
   m.def("wait_kernel_compiles", &lt::wait_kernel_compiles,

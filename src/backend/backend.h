@@ -142,6 +142,10 @@ class Backend {
   // The library that computes this device's matrix products for `dtype`, as
   // lt::matmul_library reports it.
   virtual std::string matmul_library(DType dtype) const = 0;
+  // The instructions they run on ("amx", "avx512_bf16", "avx512", "avx2"; a device's kind where
+  // it has its own), as lt::matmul_isa reports it; and those of the generated kernels.
+  virtual std::string matmul_isa(DType dtype) const = 0;
+  virtual std::string kernel_isa() const = 0;
 };
 
 }  // namespace lt::backend

@@ -234,6 +234,12 @@ std::string matmul_library(DType dtype) {
   }
   return name;
 }
+std::string matmul_isa(DType dtype) {
+  return runtime::backend_of(default_device()).matmul_isa(dtype);
+}
+std::string kernel_isa() {
+  return runtime::backend_of(default_device()).kernel_isa();
+}
 void set_tiered_compilation(bool enabled) {
   runtime::config().tiered_compilation = enabled;
 }

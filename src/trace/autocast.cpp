@@ -3,6 +3,7 @@
 #include "trace/autocast.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "lazytensor/autocast.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
+#include "lazytensor/runtime.h"
 #include "runtime/front_end_hooks.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
@@ -53,6 +55,21 @@ bool castable(DType dtype) {
   return dtype == DType::f32 || dtype == DType::bf16;
 }
 
+void warn_if_bf16_is_not_faster() {
+  // Once a process: a CPU without bf16 instructions (AVX512_BF16 or AMX) widens bf16 operands
+  // or emulates bf16 products, which is no faster than f32 and rounds more.
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    if (default_device().type != DeviceType::cpu) return;
+    const std::string isa = matmul_isa(DType::bf16);
+    if (isa == "amx" || isa == "avx512_bf16") return;
+    std::fprintf(stderr,
+                 "lazytensor: warning: bf16 autocast on a CPU without bf16 instructions (its bf16 "
+                 "products run on %s: %s): it will not be faster than f32\n",
+                 isa.c_str(), matmul_library(DType::bf16).c_str());
+  });
+}
+
 }  // namespace
 
 AutocastGuard::AutocastGuard(DType dtype) : previous_(t_autocast_dtype) {
@@ -62,6 +79,7 @@ AutocastGuard::AutocastGuard(DType dtype) : previous_(t_autocast_dtype) {
                 dtype_name(dtype));
   }
   t_autocast_dtype = dtype;
+  if (dtype == DType::bf16) warn_if_bf16_is_not_faster();
 }
 
 AutocastGuard::~AutocastGuard() {

@@ -104,6 +104,14 @@ def test_threads_trace_their_own_values(rng):
         np.testing.assert_array_equal(results[k], want)
 
 
+def test_matmul_isa_and_kernel_isa_name_instructions():
+    known = {"amx", "avx512_bf16", "avx512", "avx2", "sse4.1"}
+    for dtype in (lt.float32, lt.float64, lt.bfloat16):
+        assert lt.matmul_isa(dtype) in known
+    assert lt.matmul_isa(lt.float32) not in ("amx", "avx512_bf16")  # bf16 instructions
+    assert lt.kernel_isa() in {"avx512", "avx2", "sse2", "interpreter"}
+
+
 def test_matmul_library_names_the_library_of_each_dtype():
     for dtype in (lt.float32, lt.float64, lt.bfloat16):
         name = lt.matmul_library(dtype)

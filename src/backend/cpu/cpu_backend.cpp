@@ -322,6 +322,14 @@ class CpuBackend final : public Backend {
   }
 
   std::string matmul_library(DType dtype) const override { return gemm_library(dtype); }
+  std::string matmul_isa(DType dtype) const override { return gemm_isa(dtype); }
+  // The system compiler builds kernels for this CPU (-march=native): its widest vectors.
+  std::string kernel_isa() const override {
+    if (!kernel_settings().native) return "interpreter";
+    return __builtin_cpu_supports("avx512f") ? "avx512"
+           : __builtin_cpu_supports("avx2")  ? "avx2"
+                                             : "sse2";
+  }
 
   KernelSettings kernel_settings() const {
     const std::lock_guard<std::mutex> lock(kernel_settings_mu_);

@@ -750,4 +750,26 @@ const char* gemm_library(DType dtype) {
   }
 }
 
+const char* gemm_isa(DType dtype) {
+  gemm_library(dtype);  // lt::Error for a dtype without products
+#ifdef LT_HAVE_ONEDNN
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const auto has = [&](dnnl_cpu_isa_t bits) {
+    return (isa & static_cast<unsigned>(bits)) == static_cast<unsigned>(bits);
+  };
+  if (dtype == DType::bf16 && onednn_has_bf16_matmul(DType::bf16)) {
+    return has(dnnl_cpu_isa_avx512_core_amx)    ? "amx"
+           : has(dnnl_cpu_isa_avx512_core_bf16) ? "avx512_bf16"
+                                                : "avx512";
+  }
+  if (dtype == DType::f32) {
+    return has(dnnl_cpu_isa_avx512_core) ? "avx512" : has(dnnl_cpu_isa_avx2) ? "avx2" : "sse4.1";
+  }
+#endif
+  // OpenBLAS (f64, and bf16 widened to f32) picks its kernels by the CPU.
+  return __builtin_cpu_supports("avx512f") ? "avx512"
+         : __builtin_cpu_supports("avx2")  ? "avx2"
+                                           : "sse4.1";
+}
+
 }  // namespace lt::backend::cpu

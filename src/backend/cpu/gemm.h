@@ -56,5 +56,9 @@ void prepare_gemm();
 // "OpenBLAS 0.3.21" or "oneDNN 2.6.3" etc.: the library (and version, read at run time where the
 // library reports it) that runs `dtype`.
 const char* gemm_library(DType dtype);
+// The instructions the products of `dtype` run on: "amx", "avx512_bf16", "avx512", "avx2" or
+// "sse4.1" (oneDNN's dispatch, under ONEDNN_MAX_CPU_ISA; OpenBLAS's, by the CPU, for f64 and
+// for bf16 widened to f32).
+const char* gemm_isa(DType dtype);
 
 }  // namespace lt::backend::cpu

@@ -218,6 +218,8 @@ class OffloadBackend final : public Backend {
   void clear_kernel_cache() override {}
 
   std::string matmul_library(DType) const override { return device_->matmul_library(); }
+  std::string matmul_isa(DType) const override { return device_->kind(); }
+  std::string kernel_isa() const override { return device_->kind(); }
 
  private:
   const std::string name_;
