@@ -115,7 +115,7 @@ test-torch: torch-env
 # loader is pointed at no driver (OCL_ICD_VENDORS), so that listing the devices loads no PoCL.
 SANITIZER_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYTENSOR_BUILD_BENCHMARKS=OFF \
   -DLAZYTENSOR_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-SANITIZER_SKIP := TinyBertTrainsOnRealText|TinyBertUnderAutocastTracksTheFp32LossCurve|EveryKernelCompilesForSm90|CodegenCheckCompilesAStepsKernelsForCuda|OpenCl|CodegenCheckBuildsAStepsKernelsForOpenCl|OffloadDeviceTest|FakeCudaTest
+SANITIZER_SKIP := TinyBertTrainsOnRealText|TinyBertUnderAutocastTracksTheFp32LossCurve|EveryKernelCompilesForSm90|CodegenCheckCompilesAStepsKernelsForCuda|OpenCl|CodegenCheckBuildsAStepsKernelsForOpenCl|OffloadDeviceTest|FakeCudaTest|OffloadCodegenTest
 TSAN_SKIP := $(SANITIZER_SKIP)|CliTest.Train|LossAtThePredictedTokens|FixedSeedsWithShortKernels
 test-sanitize: test-asan test-tsan
 test-asan: deps models

@@ -1,6 +1,6 @@
 // The devices with their own memory, as ggml's test-backend-ops checks a backend: the same
 // computations traced on `cpu` and on the device from the same values, their results compared.
-// Elementwise kernels compute the CPU's bits (opencl_codegen_test); folds, products and sums of
+// Elementwise kernels compute the CPU's bits (offload_codegen_test); folds, products and sums of
 // rows add in another order, so those compare within a few f32 roundings. Also: values stay on the
 // device between steps, scalars are kernel arguments there too, and a step that fails (an index
 // out of range) commits nothing.

@@ -1,10 +1,13 @@
-// The OpenCL dialect of the kernel renderer, run on an OpenCL device (PoCL on the CPU in CI):
+// The OpenCL and CUDA dialects of the kernel renderer, run through their devices' runtimes:
 // every elementwise op of the op table in every dtype it has a kernel for, every cast, positions
 // and random draws, and a kernel with a multi-tensor update's hundreds of scalars, each rendered
-// as OpenCL C with its prelude, built once and run over inputs that include the special values,
+// with its dialect's prelude, built once and run over inputs that include the special values,
 // against the CPU's interpreter. The results must be the CPU's bits, except where each target
 // calls its own math library (double-precision transcendentals, sin, cos, general powers).
-// Skipped where no OpenCL device is installed, unless LT_REQUIRE_OPENCL=1 (CI installs PoCL).
+// OpenCL runs on PoCL (skipped where no OpenCL device is installed, unless LT_REQUIRE_OPENCL=1;
+// CI installs PoCL); CUDA runs on the fake driver, its source compiled for the host
+// (fake_cuda.h): the rendering, the CPU prelude under the CUDA shim and the launch arguments,
+// not NVRTC's code (cuda_codegen_test compiles that).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,9 +21,11 @@
 #include <vector>
 
 #include "backend/cpu/kernels/compiled_kernel.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/kernel_source.h"
+#include "backend/offload/runtime.h"
 #include "backend/opencl/opencl_api.h"
-#include "backend/opencl/opencl_source.h"
+#include "fake_cuda.h"
 #include "ir/dtype_traits.h"
 #include "ir/op_semantics.h"
 #include "kernel_programs.h"
@@ -28,7 +33,8 @@
 namespace {
 
 using lt::DType;
-using lt::backend::opencl::Device;
+using lt::backend::KernelDialect;
+using lt::backend::offload::Runtime;
 using lt::compiler::Instr;
 using lt::compiler::InstrKind;
 using lt::compiler::KernelProgram;
@@ -38,9 +44,17 @@ using lt::test::ProgramBuilder;
 
 constexpr int64_t kElements = 515;  // not a multiple of any work-group size
 
-std::shared_ptr<Device> open_device() {
+// The dialect's device: PoCL's (null where there is none), or the fake CUDA driver's.
+std::shared_ptr<const Runtime> open_device(KernelDialect dialect) {
   std::string why;
-  std::shared_ptr<Device> device = Device::open(&why);
+  if (dialect == KernelDialect::cuda) {
+    auto device = lt::backend::cuda::Device::open(fake_cuda::Gpu::get().driver(),
+                                                  std::make_shared<fake_cuda::HostCompiler>(),
+                                                  std::nullopt, 0, "", &why);
+    EXPECT_NE(device, nullptr) << why;
+    return device;
+  }
+  std::shared_ptr<const Runtime> device = lt::backend::opencl::Device::open(&why);
   if (device == nullptr) {
     const char* required = std::getenv("LT_REQUIRE_OPENCL");
     if (required != nullptr && std::string(required) == "1") {
@@ -248,7 +262,7 @@ std::vector<std::vector<unsigned char>> run_on_cpu(const KernelProgram& program,
   return outputs;
 }
 
-std::vector<std::vector<unsigned char>> run_on_device(const Device& device, void* kernel,
+std::vector<std::vector<unsigned char>> run_on_device(const Runtime& device, void* kernel,
                                                       const KernelProgram& program,
                                                       const Launch& run) {
   std::vector<std::shared_ptr<void>> buffers;
@@ -267,7 +281,7 @@ std::vector<std::vector<unsigned char>> run_on_device(const Device& device, void
     device.set_arg(kernel, arg++, sizeof mem, &mem);
   }
   std::shared_ptr<void> scalar_buffer;
-  if (lt::backend::opencl_scalars_by_value(program)) {
+  if (device.scalars_by_value(program)) {
     for (double s : run.scalars) device.set_arg(kernel, arg++, sizeof s, &s);
   } else {
     scalar_buffer = device.allocate(run.scalars.size() * sizeof(double));
@@ -278,21 +292,21 @@ std::vector<std::vector<unsigned char>> run_on_device(const Device& device, void
   const int64_t start = 0, n = kElements;
   device.set_arg(kernel, arg++, sizeof start, &start);
   device.set_arg(kernel, arg++, sizeof n, &n);
-  device.launch(kernel, 128, 0);  // fewer work-items than elements: the loop strides
+  device.launch(kernel, 128, 64);  // fewer work-items than elements: the loop strides
   for (size_t k = 0; k < outputs.size(); ++k) {
     device.read(buffers[run.inputs.size() + k].get(), outputs[k].data(), outputs[k].size());
   }
   return outputs;
 }
 
-std::string describe(const KernelProgram& program) {
-  return lt::backend::render_kernel(program, "k", lt::backend::KernelDialect::opencl)
-      .substr(0, 1200);
-}
+class OffloadCodegenTest : public ::testing::TestWithParam<KernelDialect> {};
 
-TEST(OpenClCodegenTest, EveryKernelComputesTheCpusResults) {
-  const std::shared_ptr<Device> device = open_device();
+TEST_P(OffloadCodegenTest, EveryKernelComputesTheCpusResults) {
+  const std::shared_ptr<const Runtime> device = open_device(GetParam());
   if (device == nullptr) GTEST_SKIP() << "no OpenCL device";
+  const auto describe = [&](const KernelProgram& program) {
+    return lt::backend::render_kernel(program, "k", GetParam()).substr(0, 1200);
+  };
   const std::vector<KernelProgram> programs = every_kernel();
   std::vector<const KernelProgram*> pointers;
   std::vector<std::string> symbols;
@@ -302,8 +316,7 @@ TEST(OpenClCodegenTest, EveryKernelComputesTheCpusResults) {
     name += std::to_string(i);
     symbols.push_back(name);
   }
-  const auto program = device->build_source(lt::backend::opencl::generate_source(pointers, symbols),
-                                            lt::backend::opencl::build_options());
+  const auto program = device->build(pointers, symbols, "");
   std::mt19937 rng(std::random_device{}());
   int exact = 0;
   for (size_t p = 0; p < programs.size(); ++p) {
@@ -328,8 +341,8 @@ TEST(OpenClCodegenTest, EveryKernelComputesTheCpusResults) {
         const bool close =
             tol > 0 && (std::fabs(g - w) <= tol * std::max(1.0, std::fabs(w)) || w == g);
         if (!same_bits && !both_nan && !close) {
-          ADD_FAILURE() << "output " << k << " element " << i << ": OpenCL " << g << ", CPU " << w
-                        << " (input 0: "
+          ADD_FAILURE() << "output " << k << " element " << i << ": " << device->kind() << " " << g
+                        << ", CPU " << w << " (input 0: "
                         << (run.inputs.empty()
                                 ? 0.0
                                 : element(run.inputs[0], programs[p].input_dtypes[0], i))
@@ -343,9 +356,15 @@ TEST(OpenClCodegenTest, EveryKernelComputesTheCpusResults) {
   EXPECT_GT(exact, static_cast<int>(programs.size()) / 2);
 }
 
+INSTANTIATE_TEST_SUITE_P(Dialects, OffloadCodegenTest,
+                         ::testing::Values(KernelDialect::opencl, KernelDialect::cuda),
+                         [](const ::testing::TestParamInfo<KernelDialect>& info) {
+                           return info.param == KernelDialect::cuda ? "cuda" : "opencl";
+                         });
+
 // Scalars are kernel arguments by value while they fit the 1024 bytes every device takes; a
 // multi-tensor update's hundreds are one array read where each is used.
-TEST(OpenClCodegenTest, ScalarsAreArgumentsWhileTheyFit) {
+TEST(OpenClDialectTest, ScalarsAreArgumentsWhileTheyFit) {
   ProgramBuilder small;
   const int32_t x = small.input(DType::f32);
   const KernelProgram few =
