@@ -8,12 +8,15 @@
 // another, each block's threads as host threads that meet at a barrier (or one after another,
 // for a kernel without barriers).
 //
-// What the fake checks, beyond running the kernels: copies and launches touch only live device
-// memory; a staged upload's pinned memory is not changed between the upload's queueing and its
-// run (what the device would read then); pinned memory is not freed while a copy from it is
-// queued. Faults are counted, and the next synchronization reports one as an illegal address
+// What the fake checks, beyond running the kernels: copies and products touch only live device
+// memory (a kernel's pointer arguments are not checked: their types are the kernel's); a staged
+// upload's pinned memory is not changed between the upload's queueing and its run (what the
+// device would read then); pinned memory is not freed while a copy from it is queued; uploads
+// come from pinned memory. Faults are recorded, and synchronizations report an illegal address
 // (700), as a GPU would. A test can hold a stream (nothing queued runs) to see that the host
-// never waits for the device where it need not, and inject a failure into a later launch.
+// never waits for the device where it need not, and inject a failure into a later launch. As on
+// a GPU, an error of the device stays: every later synchronization reports it, until a test
+// calls recover() (a process would have to end).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -48,6 +51,7 @@ using lt::backend::cuda::CuDevice;
 using lt::backend::cuda::CuDevicePtr;
 using lt::backend::cuda::CuEvent;
 using lt::backend::cuda::CuFunction;
+using lt::backend::cuda::CuMemPool;
 using lt::backend::cuda::CuModule;
 using lt::backend::cuda::CuResult;
 using lt::backend::cuda::CuStream;
@@ -243,10 +247,17 @@ class Gpu {
     }
     wake_.notify_all();
   }
-  // The launch `n` launches from now fails when it runs.
+  // The launch `n` launches from now fails when it runs (-1: none).
   void fail_launch_after(int n) {
     std::lock_guard lock(mutex_);
     fail_in_ = n;
+  }
+  // Forgets the device's error and the faults recorded, and injects no failure.
+  void recover() {
+    std::lock_guard lock(mutex_);
+    error_ = 0;
+    fail_in_ = -1;
+    faults_.clear();
   }
   int64_t launches() const { return launches_.load(); }
   // Waits until everything queued has run (an error stays for the next synchronization).
@@ -258,10 +269,6 @@ class Gpu {
     std::lock_guard lock(mutex_);
     return static_cast<int64_t>(allocations_.size());
   }
-  int64_t live_pinned() {
-    std::lock_guard lock(mutex_);
-    return static_cast<int64_t>(pinned_.size());
-  }
   int64_t queued() {
     std::lock_guard lock(mutex_);
     return static_cast<int64_t>(queue_.size());
@@ -272,9 +279,9 @@ class Gpu {
     return faults_;
   }
 
-  // Products the fake cuBLASLt has run; setting refuse_products makes its heuristic find no
-  // algorithm (as for a shape the library has none for).
-  std::atomic<int64_t> products{0};
+  // Products the fake cuBLASLt has run and heuristics it was asked; setting refuse_products
+  // makes its heuristic find no algorithm (as for a shape the library has none for).
+  std::atomic<int64_t> products{0}, heuristics{0};
   std::atomic<bool> refuse_products{false};
 
   lt::backend::cuda::BlasLt blas() const {
@@ -316,6 +323,7 @@ class Gpu {
     };
     b.heuristic = [](void*, void*, void*, void*, void*, void*, void*, int,
                      lt::backend::cuda::BlasLtHeuristic* results, int* returned) -> int {
+      get().heuristics.fetch_add(1);
       *returned = get().refuse_products.load() ? 0 : 1;
       results[0] = {};
       results[0].workspace_bytes = 1024;
@@ -378,6 +386,10 @@ class Gpu {
       return get().allocate(p, bytes);
     };
     d.mem_free_async = [](CuDevicePtr p, CuStream) -> CuResult { return get().free_async(p); };
+    d.default_mem_pool = [](CuMemPool* pool, CuDevice) -> CuResult { return *pool = &get(), 0; };
+    d.mem_pool_set_attribute = [](CuMemPool pool, int, void*) -> CuResult {
+      return pool == &get() ? 0 : kInvalidValue;
+    };
     d.mem_host_alloc = [](void** p, size_t bytes, unsigned) -> CuResult {
       *p = std::malloc(bytes);
       std::lock_guard lock(get().mutex_);
@@ -607,9 +619,7 @@ class Gpu {
   CuResult synchronize() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [&] { return queue_.empty() && !running_; });
-    const CuResult error = error_;
-    error_ = 0;  // reported once (a real GPU's illegal address would stay)
-    return error;
+    return error_;  // stays, as a GPU's does
   }
 
   std::mutex mutex_;

@@ -321,6 +321,7 @@ class FakeCudaTest : public lt_test::EngineTest {
   void TearDown() override {
     gpu.release();
     EXPECT_EQ(gpu.faults(), std::vector<std::string>());
+    gpu.recover();
     lt_test::EngineTest::TearDown();
   }
   // Waits (at most a minute) until `done`; false if it never was.
@@ -358,7 +359,8 @@ TEST_F(FakeCudaTest, UploadsAreStagedAndNothingWaitsForTheDevice) {
 }
 
 // Buffers released on the host while the device still has work on them are freed in stream
-// order (after that work), never under a queued kernel.
+// order (cuMemFreeAsync, after that work): the device still holds them while the step waits,
+// and gives all back once it has run.
 TEST_F(FakeCudaTest, BuffersAreFreedAfterTheWorkQueuedOnThem) {
   const lt::DeviceGuard guard(cuda);
   lt::from_vector(values(64), {64}).mul(3.0).to_vector<float>();
@@ -385,7 +387,8 @@ TEST_F(FakeCudaTest, BuffersAreFreedAfterTheWorkQueuedOnThem) {
 }
 
 // A kernel that fails on the device (reported asynchronously, at the next synchronization, as
-// GPUs do) fails its step with the driver's message; later steps run.
+// GPUs do) fails its step with the driver's message. The error stays, as a GPU's does: the next
+// step fails with it too, and nothing hangs.
 TEST_F(FakeCudaTest, AKernelThatFailsOnTheDeviceFailsItsStep) {
   const lt::DeviceGuard guard(cuda);
   const std::vector<float> v = values(256);
@@ -396,6 +399,10 @@ TEST_F(FakeCudaTest, AKernelThatFailsOnTheDeviceFailsItsStep) {
   lt::mark_step();
   const std::string message = lt_test::error_message([&] { y.to_vector<float>(); });
   lt_test::expect_mentions(message, {"cuda", "unspecified launch failure (719)"});
+  lt_test::expect_mentions(lt_test::error_message([&] { x.exp().to_vector<float>(); }),
+                           {"unspecified launch failure (719)"});
+  // Only here, where the GPU is a fake: one that recovers runs the step again.
+  gpu.recover();
   const std::vector<float> again = x.exp().mul(2.0).to_vector<float>();
   for (size_t i = 0; i < v.size(); ++i) EXPECT_FLOAT_EQ(again[i], std::exp(v[i]) * 2.0f) << i;
 }
@@ -486,6 +493,12 @@ TEST_F(FakeCudaTest, ProductsGoToTheLibraryAndElseToTheGeneratedKernel) {
       }
     }
   }
+  // The plans are kept: the same products again ask the library nothing, and run on it.
+  gpu.refuse_products = true;  // no algorithm now: the kept plans are used, not asked again
+  const int64_t asked = gpu.heuristics.load(), before = gpu.products.load();
+  run(cuda, 6);
+  EXPECT_EQ(gpu.heuristics.load(), asked);
+  EXPECT_EQ(gpu.products.load() - before, 3);
   gpu.refuse_products = false;
   const lt::DeviceGuard guard(cuda);
   EXPECT_EQ(lt::matmul_library(lt::DType::f32).rfind("cuBLASLt", 0), 0u)

@@ -78,8 +78,8 @@ AutocastGuard::AutocastGuard(DType dtype) : previous_(t_autocast_dtype) {
                             "DType::f32 to turn it off), not in ") +
                 dtype_name(dtype));
   }
+  if (dtype == DType::bf16) warn_if_bf16_is_not_faster();  // may throw: before the switch
   t_autocast_dtype = dtype;
-  if (dtype == DType::bf16) warn_if_bf16_is_not_faster();
 }
 
 AutocastGuard::~AutocastGuard() {

@@ -18,8 +18,8 @@ bool resolve(void* library, const char* name, F& slot) {
 
 std::optional<BlasLt> BlasLt::open(std::string* why) {
   std::string tried;
-  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
-                           "/usr/local/cuda/lib64/libcublasLt.so"}) {
+  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11",
+                           "libcublasLt.so", "/usr/local/cuda/lib64/libcublasLt.so"}) {
     tried += (tried.empty() ? "" : ", ") + std::string(name);
     // Kept loaded for the process: handles and their kernels live in it.
     void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -26,8 +27,12 @@ namespace {
 
 // The largest kernel argument the routines pass by value: a copy's 8 sizes or strides.
 constexpr size_t kMaxArgumentBytes = 64;
-// Free staging chunks kept for reuse; beyond that, returned to the driver.
-constexpr size_t kMaxFreeChunks = 16;
+// Uploads and reads go through pinned chunks of at most this many bytes (a larger transfer in
+// pieces), and at most kMaxFreeChunks free ones are kept for reuse.
+constexpr size_t kStagingPiece = size_t{64} << 20;
+constexpr size_t kMaxFreeChunks = 8;
+// cuBLASLt's workspace.
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 CuDevicePtr device_pointer(const void* handle) {
   return static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(handle));
@@ -56,7 +61,7 @@ struct Device::State {
   // current), a workspace, and a plan per product shape.
   std::optional<BlasLt> blas;
   void* blas_handle = nullptr;
-  std::shared_ptr<void> workspace;
+  CuDevicePtr workspace = 0;  // freed with the state, before its stream
   struct Plan {
     void* desc = nullptr;
     void* layouts[3] = {};  // b as the column-major "A", a as "B", c
@@ -107,7 +112,7 @@ struct Device::State {
       return chunk;
     }
     Chunk chunk;
-    chunk.bytes = std::max<size_t>(std::bit_ceil(bytes), 4096);
+    chunk.bytes = std::max<size_t>(std::bit_ceil(bytes), 4096);  // bytes <= kStagingPiece
     driver.check(driver.mem_host_alloc(&chunk.host, chunk.bytes, 0), "cuMemHostAlloc");
     const CuResult created = driver.event_create(&chunk.done, kCuEventDisableTiming);
     if (created != kCuSuccess) {
@@ -133,6 +138,8 @@ struct Device::State {
         if (plan.desc != nullptr) blas->desc_destroy(plan.desc);
       }
       if (blas_handle != nullptr) blas->destroy(blas_handle);
+      if (workspace != 0) driver.mem_free_async(workspace, stream);
+      driver.stream_synchronize(stream);
       for (const Chunk& c : in_flight) release(c);
       for (const Chunk& c : free_chunks) release(c);
       driver.stream_destroy(stream);
@@ -204,16 +211,14 @@ std::shared_ptr<Device> Device::open(const Driver& driver,
     state->stream = nullptr;
     return fail("cuStreamCreate", r);
   }
+  // The pool keeps what it has: with its default threshold (0) it gives its memory back to the
+  // driver at every synchronization, and each step would allocate it anew.
+  CuMemPool pool = nullptr;
+  uint64_t keep_all = UINT64_MAX;
+  if (driver.default_mem_pool(&pool, state->device) == kCuSuccess) {
+    driver.mem_pool_set_attribute(pool, kCuMemPoolAttrReleaseThreshold, &keep_all);
+  }
   return std::shared_ptr<Device>(new Device(std::move(state)));
-}
-
-const std::string& Device::arch() const {
-  return state_->arch;
-}
-
-size_t Device::staging_chunks() const {
-  std::lock_guard lock(state_->staging_mutex);
-  return state_->in_flight.size() + state_->free_chunks.size();
 }
 
 std::string Device::description() const {
@@ -224,8 +229,9 @@ int64_t Device::global_memory_bytes() const {
   return state_->memory_bytes;
 }
 
-std::string Device::image(const std::string& source) const {
+std::string Device::image(const std::string& source, bool* cached) const {
   const State& s = *state_;
+  *cached = false;
   if (s.cache_dir.empty()) return s.compiler->image(source, s.arch);
   // The compiler's version and the architecture are in the key: a new NVRTC or another GPU
   // compiles again.
@@ -236,10 +242,12 @@ std::string Device::image(const std::string& source) const {
                 s.arch.c_str());
   const std::filesystem::path path = s.cache_dir / (std::string(stem) + ".cubin");
   if (std::ifstream in{path, std::ios::binary}) {
-    std::string cached((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!cached.empty()) {
+    std::string cached_image((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+    if (!cached_image.empty()) {
       metrics::counter("KernelDiskCacheHit").add();
-      return cached;
+      *cached = true;
+      return cached_image;
     }
   }
   std::string compiled = s.compiler->image(source, s.arch);
@@ -248,8 +256,10 @@ std::string Device::image(const std::string& source) const {
   // file or none. A cache that cannot be written only costs the next process a compile.
   std::error_code error;
   std::filesystem::create_directories(s.cache_dir, error);
+  static std::atomic<uint64_t> writes{0};  // two devices may store the same program at once
   const std::filesystem::path partial =
-      s.cache_dir / (std::string(stem) + "." + std::to_string(getpid()) + ".tmp");
+      s.cache_dir / (std::string(stem) + "." + std::to_string(getpid()) + "." +
+                     std::to_string(writes.fetch_add(1)) + ".tmp");
   if (std::ofstream out{partial, std::ios::binary}; out.write(compiled.data(), compiled.size())) {
     out.close();
     std::filesystem::rename(partial, path, error);
@@ -261,10 +271,18 @@ std::string Device::image(const std::string& source) const {
 std::shared_ptr<void> Device::build(const std::vector<const compiler::KernelProgram*>& programs,
                                     const std::vector<std::string>& symbols,
                                     const std::string& routines) const {
-  const std::string image = this->image(generate_source(programs, symbols) + routines);
+  const std::string source = generate_source(programs, symbols) + routines;
+  bool cached = false;
+  std::string image = this->image(source, &cached);
   state_->bind();
   CuModule module = nullptr;
-  state_->driver.check(state_->driver.module_load_data(&module, image.data()), "cuModuleLoadData");
+  CuResult loaded = state_->driver.module_load_data(&module, image.data());
+  if (loaded != kCuSuccess && cached) {
+    // A cached image the driver refuses (a file damaged on disk) is compiled again.
+    image = state_->compiler->image(source, state_->arch);
+    loaded = state_->driver.module_load_data(&module, image.data());
+  }
+  state_->driver.check(loaded, "cuModuleLoadData");
   return std::shared_ptr<void>(module, [state = state_](void* m) {
     state->driver.context_set_current(state->context);
     state->driver.module_unload(m);
@@ -297,36 +315,41 @@ std::shared_ptr<void> Device::allocate(size_t bytes) const {
 }
 
 void Device::write(void* buffer, const void* src, size_t bytes, bool /*blocking*/) const {
-  if (bytes == 0) return;
   State& s = *state_;
   s.bind();
   std::lock_guard lock(s.staging_mutex);
-  const State::Chunk chunk = s.take(bytes);
-  std::memcpy(chunk.host, src, bytes);
-  CuResult r = s.driver.memcpy_htod_async(device_pointer(buffer), chunk.host, bytes, s.stream);
-  if (r == kCuSuccess) r = s.driver.event_record(chunk.done, s.stream);
-  if (r != kCuSuccess) {
-    // Not queued: the chunk may be in use by nothing, or by a copy that failed; wait for the
-    // stream before the chunk is reused.
-    s.driver.stream_synchronize(s.stream);
-    s.free_chunks.push_back(chunk);
-    s.driver.check(r, "cuMemcpyHtoDAsync");
+  for (size_t at = 0; at < bytes; at += kStagingPiece) {
+    const size_t piece = std::min(kStagingPiece, bytes - at);
+    const State::Chunk chunk = s.take(piece);
+    std::memcpy(chunk.host, static_cast<const char*>(src) + at, piece);
+    CuResult r =
+        s.driver.memcpy_htod_async(device_pointer(buffer) + at, chunk.host, piece, s.stream);
+    if (r == kCuSuccess) r = s.driver.event_record(chunk.done, s.stream);
+    if (r != kCuSuccess) {
+      // Not queued, or queued without its event: the chunk is reused only after the stream.
+      s.driver.stream_synchronize(s.stream);
+      s.free_chunks.push_back(chunk);
+      s.driver.check(r, "cuMemcpyHtoDAsync");
+    }
+    s.in_flight.push_back(chunk);
   }
-  s.in_flight.push_back(chunk);
 }
 
 void Device::read(const void* buffer, void* dst, size_t bytes) const {
-  if (bytes == 0) return;
   State& s = *state_;
   s.bind();
   std::lock_guard lock(s.staging_mutex);
-  const State::Chunk chunk = s.take(bytes);
-  CuResult r = s.driver.memcpy_dtoh_async(chunk.host, device_pointer(buffer), bytes, s.stream);
-  const CuResult synced = s.driver.stream_synchronize(s.stream);
-  if (r == kCuSuccess) r = synced;
-  if (r == kCuSuccess) std::memcpy(dst, chunk.host, bytes);
-  s.free_chunks.push_back(chunk);
-  s.driver.check(r, "cuMemcpyDtoHAsync");
+  for (size_t at = 0; at < bytes; at += kStagingPiece) {
+    const size_t piece = std::min(kStagingPiece, bytes - at);
+    const State::Chunk chunk = s.take(piece);
+    CuResult r =
+        s.driver.memcpy_dtoh_async(chunk.host, device_pointer(buffer) + at, piece, s.stream);
+    const CuResult synced = s.driver.stream_synchronize(s.stream);
+    if (r == kCuSuccess) r = synced;
+    if (r == kCuSuccess) std::memcpy(static_cast<char*>(dst) + at, chunk.host, piece);
+    s.free_chunks.push_back(chunk);
+    s.driver.check(r, "cuMemcpyDtoHAsync");
+  }
 }
 
 void Device::set_arg(void* kernel, int index, size_t bytes, const void* value) const {
@@ -387,11 +410,11 @@ bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batch
     }
   };
   s.bind();
-  constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  if (s.blas_handle == nullptr) {
-    check(blas.create(&s.blas_handle), "cublasLtCreate");
-    s.workspace = allocate(kWorkspaceBytes);
+  if (s.workspace == 0) {
+    s.driver.check(s.driver.mem_alloc_async(&s.workspace, kWorkspaceBytes, s.stream),
+                   "cuMemAllocAsync");
   }
+  if (s.blas_handle == nullptr) check(blas.create(&s.blas_handle), "cublasLtCreate");
   // Row-major c = a . b is column-major c^T = b^T . a^T: b as an n x k "A", a as a k x m "B",
   // c as an n x m "D", none transposed.
   const std::string key = std::to_string(operands == output) + "," + std::to_string(type) + "," +
@@ -400,35 +423,45 @@ bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batch
   auto [it, fresh] = s.plans.try_emplace(key);
   State::Plan& plan = it->second;
   if (fresh) {
-    check(blas.desc_create(&plan.desc, compute, scale), "cublasLtMatmulDescCreate");
-    const uint64_t rows[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(k),
-                              static_cast<uint64_t>(n)};
-    const uint64_t cols[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m),
-                              static_cast<uint64_t>(m)};
-    const int64_t strides[3] = {k * n, m * k, m * n};
-    const int32_t count = static_cast<int32_t>(batches);
-    for (int l = 0; l < 3; ++l) {
-      check(blas.layout_create(&plan.layouts[l], l == 2 ? out_type : type, rows[l], cols[l],
-                               static_cast<int64_t>(rows[l])),
-            "cublasLtMatrixLayoutCreate");
-      if (batches > 1) {
-        check(blas.layout_set(plan.layouts[l], kLayoutBatchCount, &count, sizeof count),
-              "cublasLtMatrixLayoutSetAttribute");
-        check(blas.layout_set(plan.layouts[l], kLayoutStridedBatchOffset, &strides[l],
-                              sizeof strides[l]),
-              "cublasLtMatrixLayoutSetAttribute");
+    try {
+      check(blas.desc_create(&plan.desc, compute, scale), "cublasLtMatmulDescCreate");
+      const uint64_t rows[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(k),
+                                static_cast<uint64_t>(n)};
+      const uint64_t cols[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m),
+                                static_cast<uint64_t>(m)};
+      const int64_t strides[3] = {k * n, m * k, m * n};
+      const int32_t count = static_cast<int32_t>(batches);
+      for (int l = 0; l < 3; ++l) {
+        check(blas.layout_create(&plan.layouts[l], l == 2 ? out_type : type, rows[l], cols[l],
+                                 static_cast<int64_t>(rows[l])),
+              "cublasLtMatrixLayoutCreate");
+        if (batches > 1) {
+          check(blas.layout_set(plan.layouts[l], kLayoutBatchCount, &count, sizeof count),
+                "cublasLtMatrixLayoutSetAttribute");
+          check(blas.layout_set(plan.layouts[l], kLayoutStridedBatchOffset, &strides[l],
+                                sizeof strides[l]),
+                "cublasLtMatrixLayoutSetAttribute");
+        }
       }
+      void* preference = nullptr;
+      check(blas.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
+      const uint64_t workspace = kWorkspaceBytes;
+      blas.preference_set(preference, kPreferenceMaxWorkspaceBytes, &workspace, sizeof workspace);
+      int returned = 0;
+      const int status = blas.heuristic(s.blas_handle, plan.desc, plan.layouts[0], plan.layouts[1],
+                                        plan.layouts[2], plan.layouts[2], preference, 1,
+                                        &plan.heuristic, &returned);
+      blas.preference_destroy(preference);
+      plan.usable = status == 0 && returned > 0;
+    } catch (...) {
+      // Half made: asked again next time.
+      for (void* layout : plan.layouts) {
+        if (layout != nullptr) blas.layout_destroy(layout);
+      }
+      if (plan.desc != nullptr) blas.desc_destroy(plan.desc);
+      s.plans.erase(it);
+      throw;
     }
-    void* preference = nullptr;
-    check(blas.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
-    const uint64_t workspace = kWorkspaceBytes;
-    blas.preference_set(preference, kPreferenceMaxWorkspaceBytes, &workspace, sizeof workspace);
-    int returned = 0;
-    const int status =
-        blas.heuristic(s.blas_handle, plan.desc, plan.layouts[0], plan.layouts[1], plan.layouts[2],
-                       plan.layouts[2], preference, 1, &plan.heuristic, &returned);
-    blas.preference_destroy(preference);
-    plan.usable = status == 0 && returned > 0;
   }
   if (!plan.usable) return false;
   const float one_f = 1.0f, zero_f = 0.0f;
@@ -437,8 +470,8 @@ bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batch
   check(blas.matmul(s.blas_handle, plan.desc, doubles ? static_cast<const void*>(&one_d) : &one_f,
                     b, plan.layouts[0], a, plan.layouts[1],
                     doubles ? static_cast<const void*>(&zero_d) : &zero_f, c, plan.layouts[2], c,
-                    plan.layouts[2], plan.heuristic.algo, s.workspace.get(), kWorkspaceBytes,
-                    s.stream),
+                    plan.layouts[2], plan.heuristic.algo, reinterpret_cast<void*>(s.workspace),
+                    kWorkspaceBytes, s.stream),
         "cublasLtMatmul");
   return true;
 }

@@ -31,11 +31,6 @@ class Device final : public offload::Runtime {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
-  // "sm_90": what programs are compiled for.
-  const std::string& arch() const;
-  // Pinned staging chunks the device has (in flight or free), for tests of their lifetimes.
-  size_t staging_chunks() const;
-
   std::string kind() const override { return "cuda"; }
   std::string description() const override;
   KernelDialect dialect() const override { return KernelDialect::cuda; }
@@ -51,7 +46,8 @@ class Device final : public offload::Runtime {
   std::shared_ptr<void> kernel(const std::shared_ptr<void>& program,
                                const std::string& name) const override;
   std::shared_ptr<void> allocate(size_t bytes) const override;
-  // Always staged through pinned memory: `src` is free when this returns, blocking or not.
+  // Always staged through pinned memory (in pieces of at most 64 MiB): `src` is free when this
+  // returns, blocking or not.
   void write(void* buffer, const void* src, size_t bytes, bool blocking) const override;
   void read(const void* buffer, void* dst, size_t bytes) const override;
   void set_arg(void* kernel, int index, size_t bytes, const void* value) const override;
@@ -65,8 +61,8 @@ class Device final : public offload::Runtime {
  private:
   struct State;
   explicit Device(std::shared_ptr<State> state);
-  // The image of `source`: from the disk cache, or compiled (and stored).
-  std::string image(const std::string& source) const;
+  // The image of `source`: from the disk cache (`cached`), or compiled (and stored).
+  std::string image(const std::string& source, bool* cached) const;
   std::shared_ptr<State> state_;  // shared with the handles' deleters
 };
 

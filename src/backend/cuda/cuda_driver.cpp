@@ -48,6 +48,8 @@ std::optional<Driver> Driver::open(std::string* why) {
       resolve(library, "cuEventDestroy_v2", d.event_destroy) &&
       resolve(library, "cuMemAllocAsync", d.mem_alloc_async) &&
       resolve(library, "cuMemFreeAsync", d.mem_free_async) &&
+      resolve(library, "cuDeviceGetDefaultMemPool", d.default_mem_pool) &&
+      resolve(library, "cuMemPoolSetAttribute", d.mem_pool_set_attribute) &&
       resolve(library, "cuMemHostAlloc", d.mem_host_alloc) &&
       resolve(library, "cuMemFreeHost", d.mem_free_host) &&
       resolve(library, "cuMemcpyHtoDAsync_v2", d.memcpy_htod_async) &&
@@ -58,7 +60,7 @@ std::optional<Driver> Driver::open(std::string* why) {
       resolve(library, "cuLaunchKernel", d.launch_kernel) &&
       resolve(library, "cuGetErrorString", d.error_string);
   if (!complete) {
-    *why = "libcuda.so.1 lacks a call the engine uses (a driver older than CUDA 11.2)";
+    *why = "libcuda.so.1 lacks a call the engine uses (a CUDA driver older than 11.2)";
     return std::nullopt;
   }
   return d;

@@ -19,6 +19,7 @@ using CuModule = void*;
 using CuFunction = void*;
 using CuStream = void*;
 using CuEvent = void*;
+using CuMemPool = void*;
 
 constexpr CuResult kCuSuccess = 0;
 constexpr CuResult kCuErrorNotReady = 600;
@@ -27,6 +28,7 @@ constexpr int kCuAttributeComputeCapabilityMinor = 76;
 constexpr int kCuAttributeMemoryPoolsSupported = 115;
 constexpr unsigned kCuStreamNonBlocking = 0x1;
 constexpr unsigned kCuEventDisableTiming = 0x2;
+constexpr int kCuMemPoolAttrReleaseThreshold = 4;
 
 struct Driver {
   CuResult (*init)(unsigned flags) = nullptr;                                  // cuInit
@@ -48,6 +50,8 @@ struct Driver {
   CuResult (*event_destroy)(CuEvent event) = nullptr;
   CuResult (*mem_alloc_async)(CuDevicePtr* ptr, size_t bytes, CuStream stream) = nullptr;
   CuResult (*mem_free_async)(CuDevicePtr ptr, CuStream stream) = nullptr;
+  CuResult (*default_mem_pool)(CuMemPool* pool, CuDevice device) = nullptr;
+  CuResult (*mem_pool_set_attribute)(CuMemPool pool, int attribute, void* value) = nullptr;
   CuResult (*mem_host_alloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;  // pinned
   CuResult (*mem_free_host)(void* ptr) = nullptr;
   CuResult (*memcpy_htod_async)(CuDevicePtr dst, const void* src, size_t bytes,

@@ -30,7 +30,7 @@ Availability probe() {
   if (driver->device_count(&count) != kCuSuccess || count == 0) {
     return {false, "the CUDA driver sees no GPU"};
   }
-  if (!Nvrtc::open(&why)) return {false, why + ": kernels cannot be compiled"};
+  if (!Nvrtc::open(&why)) return {false, why + ": the CUDA driver's kernels cannot be compiled"};
   return {true, std::to_string(count) + (count == 1 ? " GPU" : " GPUs") + " under the CUDA driver"};
 }
 

@@ -51,6 +51,11 @@ constexpr const char* kBuiltinShim = R"(
 #define __builtin_nan(s) __longlong_as_double(0x7ff8000000000000LL)
 )";
 
+// Every compile's options besides the architecture. Multiply-adds are not contracted, as on the
+// CPU (-ffp-contract=off).
+constexpr const char* kOptions[] = {"-default-device", "--std=c++17", "--fmad=false",
+                                    "--ptxas-options=-v"};
+
 // ptxas's -v report: per entry, "Compiling entry function 'f'", then "N bytes stack frame,
 // S bytes spill stores, L bytes spill loads" and "Used R registers".
 std::vector<KernelReport> parse_report(const std::string& log) {
@@ -147,6 +152,12 @@ std::string Nvrtc::image(const std::string& source, const std::string& arch) con
   return cubin;
 }
 
+std::string Nvrtc::cache_key() const {
+  std::string key = version();
+  for (const char* option : kOptions) key += std::string(" ") + option;
+  return key;
+}
+
 CompileReport Nvrtc::compile(const std::string& source, const std::string& arch,
                              std::string* cubin) const {
   CompileReport report;
@@ -156,9 +167,9 @@ CompileReport Nvrtc::compile(const std::string& source, const std::string& arch,
     return report;
   }
   const std::string arch_option = "--gpu-architecture=" + arch;
-  const char* options[] = {arch_option.c_str(), "-default-device", "--std=c++17", "--fmad=false",
-                           "--ptxas-options=-v"};
-  const int status = compile_(program, 5, options);
+  std::vector<const char*> options = {arch_option.c_str()};
+  for (const char* option : kOptions) options.push_back(option);
+  const int status = compile_(program, static_cast<int>(options.size()), options.data());
   size_t size = 0;
   log_size_(program, &size);
   report.log.assign(size, '\0');

@@ -37,6 +37,9 @@ class KernelCompiler {
   virtual ~KernelCompiler() = default;
   // "NVRTC 13.0".
   virtual std::string version() const = 0;
+  // What decides an image besides the source and the architecture: the version and the
+  // options (the disk cache's key).
+  virtual std::string cache_key() const { return version(); }
   // `source` as an image the driver loads (cuModuleLoadData) for `arch` ("sm_90"); throws
   // lt::Error with the compiler's log when it does not compile.
   virtual std::string image(const std::string& source, const std::string& arch) const = 0;
@@ -50,6 +53,7 @@ class Nvrtc final : public KernelCompiler {
   // is not there.
   static std::optional<Nvrtc> open(std::string* why);
   std::string version() const override;
+  std::string cache_key() const override;
   // `source` to a CUBIN for `arch` ("sm_90"), with ptxas's per-kernel report. Multiply-adds
   // are not contracted (-fmad=false), as on the CPU (-ffp-contract=off): every target rounds
   // the same operations.

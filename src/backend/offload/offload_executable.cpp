@@ -243,10 +243,23 @@ void RunState::run_opaque(size_t index, const Launch& launch) {
       const int64_t total = batches * m * n;
       if (total == 0) return;
       const size_t size = dtype_size(a.dtype);
-      void* a_rows = scratch(static_cast<size_t>(batches * m * k) * size);
-      void* b_rows = scratch(static_cast<size_t>(batches * k * n) * size);
-      copy(slots[a.slot], size, nbatch + 2, sizes_a, strides_a, a.offset, a_rows);
-      copy(slots[b.slot], size, nbatch + 2, sizes_b, strides_b, b.offset, b_rows);
+      // Each operand as dense rows: its own buffer where it is laid out so already (no view,
+      // no broadcast batch), else a copy.
+      const auto dense = [&](const StridedOperand& x, const int64_t* sizes, const int64_t* strides,
+                             int64_t elements) {
+        bool laid_out = x.offset == 0;
+        int64_t expected = 1;
+        for (int d = nbatch + 1; d >= 0 && laid_out; --d) {
+          laid_out = sizes[d] == 1 || strides[d] == expected;
+          expected *= sizes[d];
+        }
+        if (laid_out) return slots[x.slot];
+        void* rows = scratch(static_cast<size_t>(elements) * size);
+        copy(slots[x.slot], size, nbatch + 2, sizes, strides, x.offset, rows);
+        return rows;
+      };
+      void* a_rows = dense(a, sizes_a, strides_a, batches * m * k);
+      void* b_rows = dense(b, sizes_b, strides_b, batches * k * n);
       if (device.library_matmul(a_rows, b_rows, out, batches, m, n, k, a.dtype, op.output_dtype)) {
         return;
       }
