@@ -4,17 +4,9 @@
 
 #include <string>
 
+#include "backend/dynamic_symbol.h"
+
 namespace lt::backend::cuda {
-
-namespace {
-
-template <class F>
-bool resolve(void* library, const char* name, F& slot) {
-  slot = reinterpret_cast<F>(dlsym(library, name));
-  return slot != nullptr;
-}
-
-}  // namespace
 
 std::optional<BlasLt> BlasLt::open(std::string* why) {
   std::string tried;

@@ -4,19 +4,10 @@
 
 #include <string>
 
+#include "backend/dynamic_symbol.h"
 #include "lazytensor/error.h"
 
 namespace lt::backend::cuda {
-
-namespace {
-
-template <class F>
-bool resolve(void* library, const char* name, F& slot) {
-  slot = reinterpret_cast<F>(dlsym(library, name));
-  return slot != nullptr;
-}
-
-}  // namespace
 
 std::optional<Driver> Driver::open(std::string* why) {
   // Opened once and kept for the process: cuInit starts driver threads that must keep their

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <regex>
 #include <string>
-#include <type_traits>
 
+#include "backend/dynamic_symbol.h"
 #include "backend/kernel_source.h"
 #include "lazytensor/error.h"
 
@@ -116,10 +116,7 @@ std::optional<Nvrtc> Nvrtc::open(std::string* why) {
     tried += (tried.empty() ? "" : ", ") + std::string(name);
     if (library == nullptr) continue;
     Nvrtc nvrtc;
-    const auto bind = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library, symbol));
-      return fn != nullptr;
-    };
+    const auto bind = [&](auto& fn, const char* symbol) { return resolve(library, symbol, fn); };
     // Every call used, or none: an NVRTC older than 11.1 has no CUBIN output.
     if (bind(nvrtc.create_, "nvrtcCreateProgram") && bind(nvrtc.compile_, "nvrtcCompileProgram") &&
         bind(nvrtc.log_size_, "nvrtcGetProgramLogSize") && bind(nvrtc.log_, "nvrtcGetProgramLog") &&

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/dynamic_symbol.h"
 #include "backend/kernel_source.h"
 #include "backend/opencl/opencl_source.h"
 #include "lazytensor/error.h"
@@ -30,12 +31,6 @@ constexpr uint64_t kFpCorrectlyRoundedDivideSqrt = 1 << 7;
 constexpr ClUint kProgramBuildLog = 0x1183;
 constexpr ClBitfield kMemReadWrite = 1;
 constexpr ClUint kTrue = 1, kFalse = 0;
-
-template <class F>
-bool resolve(void* library, const char* name, F& slot) {
-  slot = reinterpret_cast<F>(dlsym(library, name));
-  return slot != nullptr;
-}
 
 std::string platform_name(const Api& api, PlatformId platform) {
   char name[256] = {};
