@@ -42,6 +42,7 @@
 
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_source.h"
+#include "ir/op_semantics.h"
 #include "lazytensor/error.h"
 
 namespace fake_cuda {
@@ -189,7 +190,8 @@ struct MatrixLayout {
   int64_t stride = 0;
 };
 
-// One element of a matrix as double, and back, by cudaDataType.
+// One element of a matrix as double, and back, by cudaDataType: 16-bit floats through the
+// engine's own conversions (rounded to nearest even on the way back).
 inline double load_element(const void* base, int type, int64_t i) {
   switch (type) {
     case 0:
@@ -197,13 +199,9 @@ inline double load_element(const void* base, int type, int64_t i) {
     case 1:
       return static_cast<const double*>(base)[i];
     case 2:
-      return static_cast<double>(static_cast<const _Float16*>(base)[i]);
-    default: {  // bf16: the high half of an f32
-      const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
+      return lt_kernel::lt_f16_load(static_cast<const uint16_t*>(base)[i]);
+    default:
+      return lt_kernel::lt_bf16_load(static_cast<const uint16_t*>(base)[i]);
   }
 }
 inline void store_element(void* base, int type, int64_t i, double value) {
@@ -215,15 +213,10 @@ inline void store_element(void* base, int type, int64_t i, double value) {
       static_cast<double*>(base)[i] = value;
       return;
     case 2:
-      static_cast<_Float16*>(base)[i] = static_cast<_Float16>(static_cast<float>(value));
+      static_cast<uint16_t*>(base)[i] = lt_kernel::lt_f16_store(static_cast<float>(value));
       return;
-    default: {  // bf16, rounded to nearest even (no NaN here)
-      const float f = static_cast<float>(value);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      bits += 0x7FFF + ((bits >> 16) & 1);
-      static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(bits >> 16);
-    }
+    default:
+      static_cast<uint16_t*>(base)[i] = lt_kernel::lt_bf16_store(static_cast<float>(value));
   }
 }
 
