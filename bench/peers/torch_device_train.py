@@ -3,7 +3,8 @@
 same environment, one process each, same threads: the lazytensor device ("lazytensor"), PyTorch
 eager on the CPU, and torch.compile (inductor) on the CPU. Batch 8 x 128 by default, random
 token ids with 15% of positions labelled, torch.optim.AdamW (its default for each device:
-foreach), a new learning rate every step (LambdaLR).
+foreach), a new learning rate every step (LambdaLR). --autocast runs each forward pass under
+torch.autocast(<device>, dtype=torch.bfloat16) on every executor.
 
 Prints a Markdown table with the CPU named: median step time, tokens/s, the ratio to eager,
 the first step's time, and for the device its host cost per aten call (the wall time of
@@ -104,7 +105,8 @@ def run_one(args):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10))
 
     def step(ids, mask, labels):
-        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=args.autocast):
+            out = model(input_ids=ids, attention_mask=mask, labels=labels)
         out.loss.backward()
         opt.step()  # on the device, the graph is cut here
         sched.step()
@@ -125,7 +127,7 @@ def run_one(args):
     row = {"executor": args.executor, "model": args.model, "first_step_s": times[0],
            "median_step_s": statistics.median(timed),
            "tokens_per_s": args.batch * args.seq / statistics.median(timed),
-           "losses": losses, "torch": torch.__version__}
+           "losses": losses, "torch": torch.__version__, "autocast": args.autocast}
     if aten_calls is not None:
         row["aten_calls_per_step"] = aten_calls
         row["host_us_per_aten_call"] = statistics.median(trace_times[args.warmup:]) / aten_calls * 1e6
@@ -159,6 +161,8 @@ def main():
     ap.add_argument("--executors", default=",".join(EXECUTORS))
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of each executor, taking turns; medians over them")
+    ap.add_argument("--autocast", action="store_true",
+                    help="forward passes under torch.autocast(dtype=torch.bfloat16)")
     ap.add_argument("--executor", help=argparse.SUPPRESS)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -173,6 +177,8 @@ def main():
             cmd = [sys.executable, __file__, "--executor", executor, "--model", args.model,
                    "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
                    "--warmup", str(args.warmup), "--threads", str(args.threads)]
+            if args.autocast:
+                cmd.append("--autocast")
             env = dict(os.environ, LT_NUM_THREADS=str(args.threads),
                        OMP_NUM_THREADS=str(args.threads))
             out = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -184,7 +190,8 @@ def main():
                 runs[executor].append(json.loads(lines[-1]))
     rows = [combine_rounds(executor, runs[executor]) for executor in executors]
     eager = next((r for r in rows if r["executor"] == "eager" and "error" not in r), None)
-    print(f"\nBertForMaskedLM {args.model}, batch {args.batch} x {args.seq}, AdamW, "
+    precision = "bf16 autocast" if args.autocast else "fp32"
+    print(f"\nBertForMaskedLM {args.model} ({precision}), batch {args.batch} x {args.seq}, AdamW, "
           f"{args.threads} threads; {cpu_name()} ({cpu_isa()}); median of {args.steps} steps "
           f"after {args.warmup}, median of {args.rounds} round(s) taking turns\n")
     print("| executor | median step (s) | tokens/s | vs eager | first step (s) | host µs per aten call |")
@@ -201,6 +208,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu_name(), "isa": cpu_isa(), "threads": args.threads,
+                       "autocast": args.autocast,
                        "rows": rows}, f, indent=1)
 
 

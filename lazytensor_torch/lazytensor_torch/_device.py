@@ -56,6 +56,9 @@ def _device_module():
     module.set_rng_state = set_rng_state
     module.get_rng_state_all = lambda: [get_rng_state()]
     module.set_rng_state_all = lambda states: set_rng_state(states[0])
+    # torch.autocast("lazytensor") asks which dtypes it may lower to: bf16 (the engine's products
+    # have no f16 kernel).
+    module.get_amp_supported_dtype = lambda: [torch.bfloat16]
     return module
 
 
@@ -104,6 +107,7 @@ def _register():
     _load_extension()
     torch.utils.rename_privateuse1_backend(DEVICE_NAME)
     torch._register_device_module(DEVICE_NAME, _device_module())
+    torch.set_autocast_dtype(DEVICE_NAME, torch.bfloat16)  # PrivateUse1's default is f16
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _print_from_the_host()
