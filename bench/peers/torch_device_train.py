@@ -61,8 +61,9 @@ def make_batches(steps, batch, seq, vocab, seed):
     return out
 
 
-def count_aten_calls(model, batch):
-    """Aten calls of one training step (forward, backward, AdamW), counted on the CPU."""
+def count_aten_calls(model, batch, autocast):
+    """Aten calls of one training step (forward, backward, AdamW), counted on the CPU (under
+    the CPU's autocast with --autocast, whose op lists differ a little from the device's)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -76,7 +77,8 @@ def count_aten_calls(model, batch):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids, mask, labels = batch
     with Count():
-        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(input_ids=ids, attention_mask=mask, labels=labels)
         out.loss.backward()
         opt.step()
         opt.zero_grad()
@@ -94,8 +96,10 @@ def run_one(args):
                                      **MODELS[args.model])
     model = transformers.BertForMaskedLM(config)
     batches = make_batches(args.warmup + args.steps, args.batch, args.seq, 30522, 1)
-    aten_calls = count_aten_calls(transformers.BertForMaskedLM(config), batches[0]) \
-        if args.executor == "lazytensor" else None
+    aten_calls = None
+    if args.executor == "lazytensor":
+        aten_calls = count_aten_calls(transformers.BertForMaskedLM(config), batches[0],
+                                      args.autocast)
     device = "cpu"
     if args.executor == "lazytensor":
         import lazytensor_torch as ltt

@@ -107,7 +107,9 @@ def _register():
     _load_extension()
     torch.utils.rename_privateuse1_backend(DEVICE_NAME)
     torch._register_device_module(DEVICE_NAME, _device_module())
-    torch.set_autocast_dtype(DEVICE_NAME, torch.bfloat16)  # PrivateUse1's default is f16
+    # PrivateUse1's default is f16. PyTorch keeps this default per thread: other threads pass
+    # dtype=torch.bfloat16.
+    torch.set_autocast_dtype(DEVICE_NAME, torch.bfloat16)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _print_from_the_host()

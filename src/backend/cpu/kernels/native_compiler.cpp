@@ -25,10 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // -fno-math-errno lets sqrt vectorize (4x on AdamW); -march=native uses the host's vector
-// width, and -mprefer-vector-width=512 all of it where that is AVX-512 (GCC's tuning for recent
-// Intel cores stops at 256 bits: a BERT-base bf16 step's elementwise kernels took 251 ms instead
-// of 180, its GELUs twice as long). No -ffast-math: results must match the reference.
-// -ffp-contract=off: no fused
+// width. No -ffast-math: results must match the reference. -ffp-contract=off: no fused
 // multiply-adds the interpreter does not make either, so a kernel gives the same bits whichever
 // of the two runs it (tiered compilation switches mid-run, and a resumed training run must
 // reach the bits of an uninterrupted one). -fno-trapping-math: no kernel reads the
@@ -37,8 +34,15 @@ namespace {
 // changes no value. -fwrapv: integer ops wrap on overflow, as PyTorch's do (and the
 // interpreter's, built with the same flag).
 constexpr const char* kFlags =
-    "-std=c++17 -O3 -march=native -mprefer-vector-width=512 -fno-math-errno -fno-trapping-math "
-    "-ffp-contract=off -fwrapv -fPIC -shared -w";
+    "-std=c++17 -O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off -fwrapv "
+    "-fPIC -shared -w"
+#if defined(__x86_64__)
+    // All of an AVX-512 host's width: GCC's tuning for recent Intel cores stops at 256 bits (a
+    // BERT-base bf16 step's elementwise kernels took 251 ms instead of 180, its GELUs twice as
+    // long). Without AVX-512 it changes nothing.
+    " -mprefer-vector-width=512"
+#endif
+    ;
 
 struct SharedObject {
   void* handle = nullptr;

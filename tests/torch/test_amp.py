@@ -17,11 +17,12 @@ BF16 = dict(rtol=2e-2, atol=2e-2)
 
 
 def test_products_give_bf16_and_norms_f32():
-    torch.manual_seed(torch.seed() % 2**31)
+    seed = torch.seed() % 2**31
+    torch.manual_seed(seed)
     a, b = torch.randn(64, 96), torch.randn(96, 48)
     w, bias = torch.randn(48, 96), torch.randn(48)
     x = torch.randn(8, 16, 48)
-    labels = torch.randint(0, 48, (64,))
+    logits, labels = torch.randn(64, 48).bfloat16(), torch.randint(0, 48, (64,))
     results = {}
     for device in ("cpu", DEVICE):
         with torch.autocast(device, dtype=torch.bfloat16):
@@ -31,18 +32,21 @@ def test_products_give_bf16_and_norms_f32():
             soft = torch.softmax(x.to(device).bfloat16(), dim=-1)
             mixed = mm + a.to(device)[:, :48]  # bf16 + f32: the wider
             # bf16 logits, as a bf16 model's head gives them: the loss is computed in f32
-            loss = torch.nn.functional.cross_entropy(mm, labels.to(device))
+            loss = torch.nn.functional.cross_entropy(logits.to(device), labels.to(device))
         results[device] = [t.cpu() for t in (mm, lin, norm, soft, mixed, loss)]
     for got, want in zip(results[DEVICE][:5], results["cpu"][:5]):
-        torch.testing.assert_close(got.float(), want.float(), **BF16)
+        torch.testing.assert_close(got.float(), want.float(), **BF16, msg=f"seed {seed}")
     # the same f32 log-softmax of the same bf16 logits: f32's rounding only
-    torch.testing.assert_close(results[DEVICE][5], results["cpu"][5], rtol=1e-5, atol=0)
+    torch.testing.assert_close(results[DEVICE][5], results["cpu"][5], rtol=1e-5, atol=0,
+                               msg=f"seed {seed}")
     # The accelerators' policy (CUDA's, XPU's): layer norm in f32, where the CPU's keeps bf16.
     assert [t.dtype for t in results[DEVICE]] == [
         torch.bfloat16, torch.bfloat16, torch.float32, torch.float32, torch.float32, torch.float32]
 
 
 def test_outside_the_region_and_without_a_dtype():
+    """The default lower precision is bf16 in the thread that loaded the device (PyTorch keeps
+    autocast's default dtype per thread)."""
     a, b = torch.randn(8, 8, device=DEVICE), torch.randn(8, 8, device=DEVICE)
     assert (a @ b).dtype == torch.float32
     with torch.autocast(DEVICE):  # the device's default lower precision is bf16
@@ -57,7 +61,8 @@ def test_outside_the_region_and_without_a_dtype():
 
 
 def test_gradients_reach_f32_parameters():
-    torch.manual_seed(torch.seed() % 2**31)
+    seed = torch.seed() % 2**31
+    torch.manual_seed(seed)
     layer = torch.nn.Linear(32, 16)
     x = torch.randn(4, 32)
     grads = {}
@@ -65,12 +70,14 @@ def test_gradients_reach_f32_parameters():
         model = torch.nn.Linear(32, 16).to(device)
         model.load_state_dict(layer.state_dict())
         with torch.autocast(device, dtype=torch.bfloat16):
-            loss = model(x.to(device)).float().pow(2).mean()
+            out = model(x.to(device))
+            assert out.dtype == torch.bfloat16
+            loss = out.float().pow(2).mean()
         loss.backward()
         grads[device] = (model.weight.grad.cpu(), model.bias.grad.cpu())
     for got, want in zip(grads[DEVICE], grads["cpu"]):
         assert got.dtype == torch.float32
-        torch.testing.assert_close(got, want, **BF16)
+        torch.testing.assert_close(got, want, **BF16, msg=f"seed {seed}")
 
 
 transformers = pytest.importorskip("transformers")
@@ -115,9 +122,9 @@ def test_bert_trains_under_autocast_as_on_the_cpu():
     similarity = torch.nn.functional.cosine_similarity(moves[DEVICE], moves["cpu"], dim=0)
     print(f"\nlosses, device {losses[DEVICE]}\n       cpu    {losses['cpu']}; cosine {similarity:.4f}")
     torch.testing.assert_close(torch.tensor(losses[DEVICE]), torch.tensor(losses["cpu"]),
-                               rtol=1e-2, atol=0)
+                               rtol=1e-2, atol=0, msg=f"seed {seed}")
     assert losses[DEVICE][-1] < losses[DEVICE][0] - 1.0, "the batch was not fitted"
-    assert similarity > 0.95, f"the weights moved differently (cosine {similarity:.3f})"
+    assert similarity > 0.95, f"seed {seed}: the weights moved differently (cosine {similarity:.3f})"
     for step, c in enumerate(per_step, start=1):
         assert c["Fallback"] == 0, f"step {step}: {ltt.metrics.fallback_counts()}"
         assert c["TransferToDeviceSync"] == 0, f"step {step} uploaded a number"
