@@ -50,7 +50,7 @@ std::shared_ptr<const Runtime> open_device(KernelDialect dialect) {
   if (dialect == KernelDialect::cuda) {
     auto device = lt::backend::cuda::Device::open(fake_cuda::Gpu::get().driver(),
                                                   std::make_shared<fake_cuda::HostCompiler>(),
-                                                  std::nullopt, 0, "", &why);
+                                                  std::nullopt, 0, "", 0, &why);
     EXPECT_NE(device, nullptr) << why;
     return device;
   }

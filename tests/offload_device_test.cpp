@@ -17,10 +17,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <ostream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
@@ -54,7 +56,8 @@ void use_the_fake_cuda_driver() {
           std::string why;
           auto device = backend::cuda::Device::open(
               fake_cuda::Gpu::get().driver(), std::make_shared<fake_cuda::HostCompiler>(),
-              fake_cuda::Gpu::get().blas(), index, settings.kernels.cache_dir, &why);
+              fake_cuda::Gpu::get().blas(), index, settings.kernels.cache_dir,
+              settings.kernels.cache_bytes, &why);
           if (device == nullptr) throw lt::Error("cuda:" + std::to_string(index) + ": " + why);
           return backend::offload::make_backend(std::move(device), index, settings);
         });
@@ -416,9 +419,9 @@ TEST_F(FakeCudaTest, ProgramsAreKeptOnDiskByCompilerArchitectureAndSource) {
   const std::string copy = routines.copy(4);
   std::string why;
   const auto open = [&] {
-    return lt::backend::cuda::Device::open(gpu.driver(),
-                                           std::make_shared<fake_cuda::HostCompiler>(),
-                                           std::nullopt, 0, cache.path().string(), &why);
+    return lt::backend::cuda::Device::open(
+        gpu.driver(), std::make_shared<fake_cuda::HostCompiler>(), std::nullopt, 0,
+        cache.path().string(), size_t{1} << 30, &why);
   };
   const int64_t images = fake_cuda::HostCompiler::images.load();
   const auto first = open();
@@ -455,6 +458,53 @@ TEST_F(FakeCudaTest, ProgramsAreKeptOnDiskByCompilerArchitectureAndSource) {
   std::vector<float> got(100);
   second->read(out.get(), got.data(), 400);
   EXPECT_EQ(got, src);
+}
+
+// The folder keeps at most its byte bound of programs: a new one pushes out the least recently
+// used, and one read from the folder counts as used.
+TEST_F(FakeCudaTest, TheDiskCacheKeepsItsBoundDroppingTheLeastRecentlyUsed) {
+  const lt_test::TempDir cache;
+  lt::backend::offload::Routines copies4(lt::backend::KernelDialect::cuda),
+      copies8(lt::backend::KernelDialect::cuda), copies2(lt::backend::KernelDialect::cuda);
+  copies4.copy(4);
+  copies8.copy(8);
+  copies2.copy(2);
+  std::string why;
+  const auto open = [&](size_t bytes) {
+    auto device =
+        lt::backend::cuda::Device::open(gpu.driver(), std::make_shared<fake_cuda::HostCompiler>(),
+                                        std::nullopt, 0, cache.path().string(), bytes, &why);
+    EXPECT_NE(device, nullptr) << why;
+    return device;
+  };
+  const std::filesystem::path folder = cache.path() / "cuda";
+  const auto stored = [&] {
+    size_t files = 0, bytes = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      if (entry.path().extension() != ".cubin") continue;
+      ++files;
+      bytes += entry.file_size();
+    }
+    return std::pair{files, bytes};
+  };
+  open(size_t{1} << 30)->build({}, {}, copies4.source());
+  const size_t one = stored().second;
+  ASSERT_GT(one, 0u);
+  // Room for two programs of this size, not three.
+  const auto device = open(one * 5 / 2);
+  device->build({}, {}, copies8.source());
+  EXPECT_EQ(stored().first, 2u);
+  const int64_t images = fake_cuda::HostCompiler::images.load();
+  device->build({}, {}, copies4.source());  // read from the folder: now the most recently used
+  EXPECT_EQ(fake_cuda::HostCompiler::images.load(), images);
+  device->build({}, {}, copies2.source());  // compiled: the copies8 program goes
+  EXPECT_EQ(fake_cuda::HostCompiler::images.load(), images + 1);
+  EXPECT_EQ(stored().first, 2u);
+  EXPECT_LE(stored().second, one * 5 / 2);
+  device->build({}, {}, copies4.source());
+  EXPECT_EQ(fake_cuda::HostCompiler::images.load(), images + 1);  // still kept
+  device->build({}, {}, copies8.source());
+  EXPECT_EQ(fake_cuda::HostCompiler::images.load(), images + 2);  // compiled again
 }
 
 // Products go to cuBLASLt (row-major products as column-major ones, batched with strides, bf16

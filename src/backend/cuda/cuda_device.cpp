@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/kernel_disk_cache.h"
 #include "compiler/kernel_program.h"
 #include "lazytensor/error.h"
 #include "metrics/metrics_registry.h"
@@ -56,6 +57,7 @@ struct Device::State {
   std::string arch, description;
   int64_t memory_bytes = 0;
   std::filesystem::path cache_dir;  // empty: programs are not kept
+  size_t cache_bytes = 0;           // the most they take there
 
   // cuBLASLt, where there is one: its handle (made on the stream's thread, with the context
   // current), a workspace, and a plan per product shape.
@@ -154,12 +156,14 @@ Device::~Device() = default;
 std::shared_ptr<Device> Device::open(const Driver& driver,
                                      std::shared_ptr<const KernelCompiler> compiler,
                                      std::optional<BlasLt> blas, int ordinal,
-                                     const std::string& cache_dir, std::string* why) {
+                                     const std::string& cache_dir, size_t cache_bytes,
+                                     std::string* why) {
   auto state = std::make_shared<State>();
   state->driver = driver;
   state->blas = std::move(blas);
   if (!cache_dir.empty() && compiler->images_outlive_the_process()) {
     state->cache_dir = std::filesystem::path(cache_dir) / "cuda";
+    state->cache_bytes = cache_bytes;
   }
   state->compiler = std::move(compiler);
   const auto fail = [&](const char* call, CuResult result) {
@@ -246,6 +250,7 @@ std::string Device::image(const std::string& source, bool* cached) const {
                              std::istreambuf_iterator<char>());
     if (!cached_image.empty()) {
       metrics::counter("KernelDiskCacheHit").add();
+      mark_recently_used(path);
       *cached = true;
       return cached_image;
     }
@@ -265,6 +270,7 @@ std::string Device::image(const std::string& source, bool* cached) const {
     std::filesystem::rename(partial, path, error);
   }
   std::filesystem::remove(partial, error);
+  trim_disk_cache(s.cache_dir, ".cubin", s.cache_bytes);
   return compiled;
 }
 

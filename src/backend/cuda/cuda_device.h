@@ -21,12 +21,14 @@ namespace lt::backend::cuda {
 class Device final : public offload::Runtime {
  public:
   // GPU `ordinal` of `driver`, or null with `why` it cannot be used. Compiled programs are
-  // kept in `cache_dir`/cuda (none when it is empty). Products go to `blas` where there is one,
-  // else to the generated tiled kernel.
+  // kept in `cache_dir`/cuda (none when it is empty), at most `cache_bytes` of them, the least
+  // recently used dropped first. Products go to `blas` where there is one, else to the
+  // generated tiled kernel.
   static std::shared_ptr<Device> open(const Driver& driver,
                                       std::shared_ptr<const KernelCompiler> compiler,
                                       std::optional<BlasLt> blas, int ordinal,
-                                      const std::string& cache_dir, std::string* why);
+                                      const std::string& cache_dir, size_t cache_bytes,
+                                      std::string* why);
   ~Device() override;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -45,7 +45,7 @@ std::unique_ptr<Backend> make_backend(int index, const BackendSettings& settings
   std::string no_blas;
   std::shared_ptr<Device> opened =
       Device::open(*driver, std::make_shared<Nvrtc>(std::move(*nvrtc)), BlasLt::open(&no_blas),
-                   index, settings.kernels.cache_dir, &why);
+                   index, settings.kernels.cache_dir, settings.kernels.cache_bytes, &why);
   if (opened == nullptr) throw Error(device + ": " + why);
   return offload::make_backend(std::move(opened), index, settings);
 }

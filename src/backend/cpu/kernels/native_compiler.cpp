@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "backend/cpu/kernels/compiled_kernel.h"
+#include "backend/kernel_disk_cache.h"
 #include "lazytensor/error.h"
 #include "metrics/metrics_registry.h"
 
@@ -66,24 +67,6 @@ class NativeKernel final : public CompiledKernel {
   std::shared_ptr<SharedObject> object_;  // keeps the code loaded
 };
 
-// Keeps the folder's shared objects under the byte bound, dropping the least recently used.
-void trim_disk_cache(const fs::path& dir, size_t max_bytes) {
-  std::vector<std::pair<fs::file_time_type, fs::path>> files;
-  size_t total = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() != ".so") continue;
-    total += entry.file_size(ec);
-    files.emplace_back(entry.last_write_time(ec), entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  for (const auto& [time, path] : files) {
-    if (total <= max_bytes) break;
-    total -= std::min<size_t>(total, fs::file_size(path, ec));
-    fs::remove(path, ec);
-  }
-}
-
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -118,7 +101,7 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
   std::unique_lock<std::mutex> disk(disk_mu);
   if (fs::exists(so_path)) {
     metrics::counter("KernelDiskCacheHit").add();
-    fs::last_write_time(so_path, fs::file_time_type::clock::now(), ec);  // recently used
+    mark_recently_used(so_path);
   } else {
     // Unique temporaries, renamed into place, so concurrent processes never see half a file.
     static std::atomic<uint64_t> compiles{0};  // several compiles run at once
@@ -156,7 +139,7 @@ std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     throw Error(std::string("kernel compiler: cannot load ") + so_path.string() + ": " + dlerror());
   }
   // Trimmed only once loaded: the new file may go, its code stays mapped.
-  trim_disk_cache(dir, options.cache_bytes);
+  trim_disk_cache(dir, ".so", options.cache_bytes);
   std::vector<std::shared_ptr<CompiledKernel>> kernels;
   for (const std::string& symbol : symbols) {
     auto fn = reinterpret_cast<NativeKernel::Fn>(dlsym(object->handle, symbol.c_str()));
