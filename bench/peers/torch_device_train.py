@@ -96,12 +96,10 @@ def run_one(args):
                                      **MODELS[args.model])
     model = transformers.BertForMaskedLM(config)
     batches = make_batches(args.warmup + args.steps, args.batch, args.seq, 30522, 1)
-    aten_calls = None
+    aten_calls, device = None, "cpu"
     if args.executor == "lazytensor":
         aten_calls = count_aten_calls(transformers.BertForMaskedLM(config), batches[0],
                                       args.autocast)
-    device = "cpu"
-    if args.executor == "lazytensor":
         import lazytensor_torch as ltt
         device = "lazytensor"
     model.to(device).train()
