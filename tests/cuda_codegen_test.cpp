@@ -73,7 +73,7 @@ TEST(CudaCodegenTest, EveryKernelCompilesForSm90WithoutSpills) {
 }
 
 // The CUDA dialect spells a grid-stride loop and reads scalars where they are used; the CPU's
-// hoists them before its loop. Both carry the same statements.
+// hoists them before its loop and prefetches. Both carry the same statements.
 TEST(CudaCodegenTest, DialectsShareTheBodyAndDifferInTheLoop) {
   ProgramBuilder b;
   const int32_t x = b.input(DType::f32);
@@ -85,7 +85,12 @@ TEST(CudaCodegenTest, DialectsShareTheBodyAndDifferInTheLoop) {
   EXPECT_NE(cuda.find("__global__ void f(const float* in0, float* out0"), std::string::npos)
       << cuda;
   EXPECT_NE(cuda.find("i += (long long)gridDim.x * blockDim.x"), std::string::npos) << cuda;
-  EXPECT_NE(cpu.find("for (long i = 0; i < n; ++i)"), std::string::npos) << cpu;
+  // The CPU's loop runs in blocks, each input prefetched ahead of its block.
+  EXPECT_NE(cpu.find("for (long i = block; i < block_end; ++i)"), std::string::npos) << cpu;
+  EXPECT_LT(cpu.find("lt_kernel::lt_prefetch_block(in0, block + lt_kernel::kPrefetchAhead, n)"),
+            cpu.find("for (long i"))
+      << cpu;
+  EXPECT_EQ(cuda.find("prefetch"), std::string::npos) << cuda;
   // The scalar: before the CPU's loop, inside CUDA's.
   EXPECT_LT(cpu.find("s[0]"), cpu.find("for (long i"));
   EXPECT_GT(cuda.find("s[0]"), cuda.find("for (long long i"));

@@ -311,8 +311,18 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
     }
     out += body;
   } else {
+    // Blocks with software prefetches of each input array ahead (the prelude's
+    // lt_prefetch_block says why); the elements are visited in the same order.
     if (counts_positions) out += "  unsigned int position = static_cast<unsigned int>(start);\n";
-    out += std::string("#pragma GCC ivdep\n  for (long i = 0; i < n; ++i") +
+    out += "  for (long block = 0; block < n; block += lt_kernel::kPrefetchBlock) {\n";
+    for (int k = 0; k < program.num_inputs(); ++k) {
+      out += "  lt_kernel::lt_prefetch_block(in" + std::to_string(k) +
+             ", block + lt_kernel::kPrefetchAhead, n);\n";
+    }
+    out +=
+        "  const long block_end = n - block < lt_kernel::kPrefetchBlock ? n : block + "
+        "lt_kernel::kPrefetchBlock;\n";
+    out += std::string("#pragma GCC ivdep\n  for (long i = block; i < block_end; ++i") +
            (counts_positions ? ", ++position" : "") + ") {\n" + body;
   }
   for (size_t k = 0; k < program.outputs.size(); ++k) {
@@ -334,7 +344,7 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
     }
     out += "    out" + std::to_string(k) + "[i] = " + stored + ";\n";
   }
-  out += "  }\n}\n";
+  out += dialect == KernelDialect::cpu ? "  }\n  }\n}\n" : "  }\n}\n";
   return out;
 }
 

@@ -293,8 +293,11 @@ void AdamW::step_quantized(const AdamWOptions& o, double t, State& s, Tensor& p,
   constexpr double kTiny = 1.17549435e-38;
   const Tensor m_scale = m_absmax.clamp_min(kTiny);
   const Tensor v_scale = v_absmax.clamp_min(kTiny);
-  s.exp_avg.copy_(trace::quantize8(m / m_scale, false));
-  s.exp_avg_sq.copy_(trace::quantize8(v / v_scale, true));
+  // Multiplied by the maxima's reciprocals, one division a row where dividing by the maxima
+  // would take one an element: the normalized moment may differ from the quotient by one f32
+  // rounding, within the rounding the codes already allow at a midpoint.
+  s.exp_avg.copy_(trace::quantize8(m * (1.0 / m_scale), false));
+  s.exp_avg_sq.copy_(trace::quantize8(v * (1.0 / v_scale), true));
   s.exp_avg_absmax.copy_(m_scale);
   s.exp_avg_sq_absmax.copy_(v_scale);
   if (p.impl() == weights.impl()) return;
