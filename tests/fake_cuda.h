@@ -371,6 +371,12 @@ class Gpu {
       std::lock_guard lock(get().mutex_);
       return static_cast<Event*>(e)->done ? 0 : kNotReady;
     };
+    d.event_synchronize = [](CuEvent e) -> CuResult {
+      Gpu& gpu = get();
+      std::unique_lock lock(gpu.mutex_);
+      gpu.idle_.wait(lock, [&] { return static_cast<Event*>(e)->done || gpu.error_ != 0; });
+      return gpu.error_;  // stays, as a GPU's does
+    };
     d.event_destroy = [](CuEvent e) -> CuResult {
       delete static_cast<Event*>(e);
       return 0;

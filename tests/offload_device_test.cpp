@@ -389,6 +389,43 @@ TEST_F(FakeCudaTest, BuffersAreFreedAfterTheWorkQueuedOnThem) {
       << " allocations, " << live << " before";
 }
 
+// A step's launches are queued without waiting for the device to run the step before: with the
+// GPU stopped, two steps are queued on it, and the third waits for the first to have run (the
+// bound on steps in flight). An event recorded after them completes once the device has run
+// them, and the values are the steps' in order.
+TEST_F(FakeCudaTest, StepsAreQueuedWithoutWaitingForTheStepBefore) {
+  const lt::DeviceGuard guard(cuda);
+  const std::vector<float> v = values(256);
+  Tensor x = lt::from_vector(v, {256});
+  lt::mark_step();
+  // Each step's program is compiled before the GPU stops: one launch a step.
+  for (double c : {1.0, 2.0, 3.0}) {
+    Tensor warm = lt::from_vector(v, {256});
+    warm.add_(c);
+    lt::mark_step();
+  }
+  lt::wait_device_ops();
+  gpu.hold();
+  const int64_t launches = gpu.launches();
+  x.add_(1.0);
+  lt::mark_step();
+  x.add_(2.0);
+  lt::mark_step();
+  ASSERT_TRUE(wait_until([&] { return gpu.launches() >= launches + 2; }));
+  x.add_(3.0);
+  lt::mark_step();
+  const lt::DeviceEvent event = lt::record_event();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(gpu.launches(), launches + 2);  // the third step waits for the first to run
+  EXPECT_FALSE(event.done());
+  gpu.release();
+  event.wait();
+  EXPECT_EQ(gpu.launches(), launches + 3);
+  EXPECT_EQ(gpu.queued(), 0);
+  const std::vector<float> got = x.to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], ((v[i] + 1.0f) + 2.0f) + 3.0f) << i;
+}
+
 // A kernel that fails on the device (reported asynchronously, at the next synchronization, as
 // GPUs do) fails its step with the driver's message. The error stays, as a GPU's does: the next
 // step fails with it too, and nothing hangs.

@@ -490,4 +490,27 @@ void Device::finish() const {
   s.reclaim(true);
 }
 
+std::shared_ptr<void> Device::mark() const {
+  State& s = *state_;
+  s.bind();
+  CuEvent event = nullptr;
+  s.driver.check(s.driver.event_create(&event, kCuEventDisableTiming), "cuEventCreate");
+  const CuResult recorded = s.driver.event_record(event, s.stream);
+  if (recorded != kCuSuccess) s.driver.event_destroy(event);
+  s.driver.check(recorded, "cuEventRecord");
+  return std::shared_ptr<void>(event, [state = state_](void* e) {
+    state->driver.context_set_current(state->context);
+    state->driver.event_destroy(static_cast<CuEvent>(e));
+  });
+}
+
+void Device::wait(const std::shared_ptr<void>& marker) const {
+  State& s = *state_;
+  s.bind();
+  s.driver.check(s.driver.event_synchronize(static_cast<CuEvent>(marker.get())),
+                 "cuEventSynchronize");
+  std::lock_guard lock(s.staging_mutex);
+  s.reclaim(false);
+}
+
 }  // namespace lt::backend::cuda

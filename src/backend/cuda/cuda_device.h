@@ -55,6 +55,8 @@ class Device final : public offload::Runtime {
   void set_arg(void* kernel, int index, size_t bytes, const void* value) const override;
   void launch(void* kernel, size_t global, size_t local) const override;
   void finish() const override;
+  std::shared_ptr<void> mark() const override;
+  void wait(const std::shared_ptr<void>& marker) const override;
   // cuBLASLt: f32 (computed in f32, no TF32), f64, and bf16 or f16 in f32 (stored as the
   // operands' dtype or f32).
   bool library_matmul(const void* a, const void* b, void* c, int64_t batches, int64_t m, int64_t n,

@@ -36,6 +36,7 @@ std::optional<Driver> Driver::open(std::string* why) {
       resolve(library, "cuEventCreate", d.event_create) &&
       resolve(library, "cuEventRecord", d.event_record) &&
       resolve(library, "cuEventQuery", d.event_query) &&
+      resolve(library, "cuEventSynchronize", d.event_synchronize) &&
       resolve(library, "cuEventDestroy_v2", d.event_destroy) &&
       resolve(library, "cuMemAllocAsync", d.mem_alloc_async) &&
       resolve(library, "cuMemFreeAsync", d.mem_free_async) &&

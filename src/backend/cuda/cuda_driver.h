@@ -47,6 +47,7 @@ struct Driver {
   CuResult (*event_create)(CuEvent* event, unsigned flags) = nullptr;
   CuResult (*event_record)(CuEvent event, CuStream stream) = nullptr;
   CuResult (*event_query)(CuEvent event) = nullptr;  // kCuErrorNotReady while pending
+  CuResult (*event_synchronize)(CuEvent event) = nullptr;
   CuResult (*event_destroy)(CuEvent event) = nullptr;
   CuResult (*mem_alloc_async)(CuDevicePtr* ptr, size_t bytes, CuStream stream) = nullptr;
   CuResult (*mem_free_async)(CuDevicePtr ptr, CuStream stream) = nullptr;

@@ -1,11 +1,14 @@
 // A device with its own memory (OpenCL, CUDA) through its offload::Runtime: buffers in the
 // device's memory with the engine's own capacity accounting (PoCL enforces none), one in-order
-// queue driven from the backend's stream, so the host traces on while the stream uploads,
-// launches and waits for the device, and steps that fail commit nothing.
+// queue driven from the backend's stream, so the host traces on while the stream uploads and
+// launches, and steps that fail commit nothing. A step's launches are queued without waiting
+// for the device to run the step before: the stream waits only when kMaxStepsInFlight steps are
+// queued, for a read, an event or a synchronization.
 #include "backend/offload/offload_backend.h"
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -27,6 +30,10 @@ namespace {
 
 // As the CPU's stream: two queued tasks keep tracing overlapped with the device.
 constexpr size_t kMaxQueuedTasks = 2;
+// Steps queued on the device and not yet run, at most: the device works on one while the next
+// is queued behind it, and the memory the host has released but the device still reads (freed
+// in stream order) stays within about two steps' worth.
+constexpr size_t kMaxStepsInFlight = 2;
 
 class OffloadBackend final : public Backend {
  public:
@@ -160,16 +167,24 @@ class OffloadBackend final : public Backend {
       metrics::ScopedTimer timer(time);
       profiler::Scope span("execute", "device");
       size_t launches_begun = 0;
+      // Outlives the failure handling below, which waits for the device before it is released.
+      std::vector<std::shared_ptr<void>> host;
       try {
         for (const BufferPtr& input : args.inputs) {
           if (input->failed()) input->error().raise("an input failed: ");
         }
-        run_executable(
+        while (in_flight_.size() >= kMaxStepsInFlight) {
+          device_->wait(in_flight_.front().marker);
+          in_flight_.pop_front();
+        }
+        host = run_executable(
             *device_, *exe, args, [this](size_t bytes) { return allocate(bytes); }, launches_begun);
+        in_flight_.push_back({device_->mark(), std::move(host)});
       } catch (const std::exception& e) {
         const Failure failure = Failure::of(e, args.step);
         try {
           device_->finish();
+          in_flight_.clear();
           // Donated buffers are written only after every check has passed (run_executable).
           commit_nothing(args, exe->output_launch, launches_begun, failure,
                          [this](Buffer& dst, const Buffer& src, size_t bytes) {
@@ -186,8 +201,19 @@ class OffloadBackend final : public Backend {
     });
   }
 
-  DeviceEvent record_event() override { return stream_.record_event(); }
-  void synchronize() override { stream_.synchronize_and_raise(); }
+  // Complete once the device has run everything queued before them.
+  DeviceEvent record_event() override {
+    auto state = std::make_shared<DeviceEvent::State>();
+    stream_.enqueue([this, state] {
+      finish_queued_steps();
+      state->complete();
+    });
+    return DeviceEvent(state);
+  }
+  void synchronize() override {
+    stream_.enqueue([this] { finish_queued_steps(); });
+    stream_.synchronize_and_raise();
+  }
 
   Failure take_failure_before(int64_t step) override { return stream_.take_failure(step); }
 
@@ -217,16 +243,40 @@ class OffloadBackend final : public Backend {
   size_t kernel_cache_entries() const override { return programs_built_.load(); }
   void clear_kernel_cache() override {}
 
+  ~OffloadBackend() override {
+    // The host memory the queued steps read is released with the backend.
+    stream_.enqueue([this] { finish_queued_steps(); });
+    stream_.synchronize();
+  }
+
   std::string matmul_library(DType) const override { return device_->matmul_library(); }
   std::string matmul_isa(DType) const override { return device_->kind(); }
   std::string kernel_isa() const override { return device_->kind(); }
 
  private:
+  // On the stream: waits until the device has run every queued step. The device's error is
+  // the next synchronization's to raise.
+  void finish_queued_steps() {
+    try {
+      device_->finish();
+    } catch (const std::exception& e) {
+      stream_.record_failure({name() + ": " + e.what(), false, 0});
+    }
+    in_flight_.clear();
+  }
+
   const std::string name_;
   const std::shared_ptr<const Runtime> device_;
   std::atomic<int64_t> memory_limit_;  // bytes; 0: what the device reports
   std::atomic<int64_t> bytes_in_use_{0}, peak_bytes_{0}, allocations_{0};
   std::atomic<size_t> programs_built_{0};
+  // Steps queued on the device, oldest first (the stream's alone): a marker after each, and the
+  // host memory its queued copies still read.
+  struct InFlight {
+    std::shared_ptr<void> marker;
+    std::vector<std::shared_ptr<void>> host;
+  };
+  std::deque<InFlight> in_flight_;
   Stream stream_;  // declared last: destroyed first, so queued work finishes while all is alive
 };
 

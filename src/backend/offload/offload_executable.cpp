@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -511,22 +512,27 @@ std::shared_ptr<Executable> OffloadCompiledGraph::bind(const ir::Graph& graph,
   return exe;
 }
 
-void run_executable(const Runtime& device, const OffloadExecutable& exe, const ExecutionArgs& args,
-                    const std::function<BufferPtr(size_t)>& allocate, size_t& launches_begun) {
+std::vector<std::shared_ptr<void>> run_executable(const Runtime& device,
+                                                  const OffloadExecutable& exe,
+                                                  const ExecutionArgs& args,
+                                                  const std::function<BufferPtr(size_t)>& allocate,
+                                                  size_t& launches_begun) {
   RunState run{device, exe, allocate, {}, {}, {}, {}, {}};
-  // Declared after the run's state, so destroyed first: on any exit, a launch that failed to
-  // queue included, the device has finished with the scratch buffers and the host's scalar
-  // arrays before they are released.
-  struct FinishFirst {
+  // Declared after the run's state, so destroyed first: when the step fails, a launch that
+  // failed to queue included, the device has finished with the host's scalar arrays before they
+  // are released. (Device buffers need no wait: a runtime frees one after the work queued on it.)
+  struct FinishOnFailure {
     const Runtime& device;
-    ~FinishFirst() {
+    const int exceptions = std::uncaught_exceptions();
+    ~FinishOnFailure() {
+      if (std::uncaught_exceptions() == exceptions) return;
       try {
         device.finish();
       } catch (const std::exception&) {
         // The device's own error is the step's: it was raised already or is raised next.
       }
     }
-  } finish_first{device};
+  } finish_on_failure{device};
   for (const BufferPtr& input : args.inputs) run.slots.push_back(input->data());
   for (const BufferPtr& output : args.outputs) run.slots.push_back(output->data());
   for (size_t bytes : exe.temp_bytes) {
@@ -559,7 +565,7 @@ void run_executable(const Runtime& device, const OffloadExecutable& exe, const E
                                targets ? std::optional<int64_t>(op.attrs[1]) : std::nullopt);
     }
   }
-  device.finish();
+  return {run.host_scalars.begin(), run.host_scalars.end()};
 }
 
 }  // namespace lt::backend::offload

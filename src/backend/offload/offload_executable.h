@@ -65,10 +65,16 @@ class OffloadCompiledGraph final : public CompiledGraph,
 std::shared_ptr<OffloadCompiledGraph> compile_graph(const Runtime& device, const ir::Graph& graph,
                                                     const CompileOptions& options);
 
-// Runs every launch in order, on the stream: slots are the step's buffers (inputs, outputs,
-// then temporaries, which `allocate` provides, as it provides the launches' scratch). Throws
-// what a launch or a check raised; `launches_begun` counts the launches started.
-void run_executable(const Runtime& device, const OffloadExecutable& exe, const ExecutionArgs& args,
-                    const std::function<BufferPtr(size_t)>& allocate, size_t& launches_begun);
+// Queues every launch in order, on the stream: slots are the step's buffers (inputs, outputs,
+// then temporaries, which `allocate` provides, as it provides the launches' scratch). It waits
+// for the device only where the step's index checks must pass before the launches after them,
+// and where it fails. Returns the host memory the queued work still reads (scalar arrays being
+// copied), which the caller keeps until the device has run the step. Throws what a launch or a
+// check raised; `launches_begun` counts the launches started.
+std::vector<std::shared_ptr<void>> run_executable(const Runtime& device,
+                                                  const OffloadExecutable& exe,
+                                                  const ExecutionArgs& args,
+                                                  const std::function<BufferPtr(size_t)>& allocate,
+                                                  size_t& launches_begun);
 
 }  // namespace lt::backend::offload

@@ -61,6 +61,11 @@ class Runtime {
   virtual void launch(void* kernel, size_t global, size_t local) const = 0;
   // Waits for everything queued; throws what the device reported.
   virtual void finish() const = 0;
+  // A point in the queue after everything queued so far, released with the handle: wait()
+  // returns once the device has run all of that (and throws what the device reported), without
+  // waiting for what is queued later.
+  virtual std::shared_ptr<void> mark() const = 0;
+  virtual void wait(const std::shared_ptr<void>& marker) const = 0;
 
   // c[i] = a[i] . b[i] for each of `batches` contiguous row-major products (a: m x k, b: k x n,
   // c: m x n), queued, by the device's own library: false where it has none for these dtypes

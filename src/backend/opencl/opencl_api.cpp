@@ -70,6 +70,9 @@ std::optional<Api> Api::open(std::string* why) {
                         resolve(loader, "clEnqueueWriteBuffer", api.enqueue_write) &&
                         resolve(loader, "clEnqueueReadBuffer", api.enqueue_read) &&
                         resolve(loader, "clFinish", api.finish) &&
+                        resolve(loader, "clEnqueueMarkerWithWaitList", api.enqueue_marker) &&
+                        resolve(loader, "clWaitForEvents", api.wait_for_events) &&
+                        resolve(loader, "clReleaseEvent", api.release_event) &&
                         resolve(loader, "clReleaseMemObject", api.release_mem) &&
                         resolve(loader, "clReleaseKernel", api.release_kernel) &&
                         resolve(loader, "clReleaseProgram", api.release_program) &&
@@ -256,6 +259,17 @@ void Device::launch(void* kernel, size_t global, size_t local) const {
 
 void Device::finish() const {
   check(api_.finish(queue_), "clFinish");
+}
+
+std::shared_ptr<void> Device::mark() const {
+  Event event = nullptr;
+  check(api_.enqueue_marker(queue_, 0, nullptr, &event), "clEnqueueMarkerWithWaitList");
+  return std::shared_ptr<void>(event, [api = api_](void* e) { api.release_event(e); });
+}
+
+void Device::wait(const std::shared_ptr<void>& marker) const {
+  const Event event = marker.get();
+  check(api_.wait_for_events(1, &event), "clWaitForEvents");
 }
 
 }  // namespace lt::backend::opencl

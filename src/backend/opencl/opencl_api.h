@@ -49,6 +49,9 @@ struct Api {
   ClInt (*enqueue_read)(Queue, Mem, ClUint, size_t, size_t, void*, ClUint, const Event*,
                         Event*) = nullptr;
   ClInt (*finish)(Queue) = nullptr;
+  ClInt (*enqueue_marker)(Queue, ClUint, const Event*, Event*) = nullptr;
+  ClInt (*wait_for_events)(ClUint, const Event*) = nullptr;
+  ClInt (*release_event)(Event) = nullptr;
   ClInt (*release_mem)(Mem) = nullptr;
   ClInt (*release_kernel)(Kernel) = nullptr;
   ClInt (*release_program)(Program) = nullptr;
@@ -113,6 +116,8 @@ class Device final : public offload::Runtime {
   void set_arg(void* kernel, int index, size_t bytes, const void* value) const override;
   void launch(void* kernel, size_t global, size_t local) const override;
   void finish() const override;
+  std::shared_ptr<void> mark() const override;
+  void wait(const std::shared_ptr<void>& marker) const override;
 
   // Throws lt::Error naming `call` where `status` is not CL_SUCCESS.
   static void check(ClInt status, const char* call);
