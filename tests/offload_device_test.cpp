@@ -592,6 +592,27 @@ TEST_F(FakeCudaTest, ProductsGoToTheLibraryAndElseToTheGeneratedKernel) {
       << lt::matmul_library(lt::DType::f32);
 }
 
+// cuBLASLt's workspace (32 MiB) is device memory too: once a product has run on the library, it
+// counts against the device's memory with the engine's buffers, so a value that would fit
+// beside the buffers alone is refused.
+TEST_F(FakeCudaTest, TheLibrarysWorkspaceCountsAgainstTheDevicesMemory) {
+  const lt::DeviceGuard guard(cuda);
+  const Tensor x = lt::from_vector(values(6 * 9), {6, 9});
+  const Tensor w = lt::from_vector(values(9 * 11), {9, 11});
+  const int64_t before = gpu.products.load();
+  lt::matmul(x, w).to_vector<float>();
+  ASSERT_EQ(gpu.products.load() - before, 1);
+  constexpr int64_t kWorkspace = int64_t{32} << 20;
+  EXPECT_GE(lt::device_memory_stats().bytes_in_use, kWorkspace);
+  EXPECT_LT(lt::device_memory_stats().bytes_in_use, kWorkspace + (int64_t{1} << 20));
+  // 16 MiB fits in 40 beside the small buffers, but not beside the workspace as well.
+  lt::set_device_memory_limit(int64_t{40} << 20);
+  const std::string message =
+      lt_test::error_message([] { lt::zeros({int64_t{4} << 20}).add(1.0).to_vector<float>(); });
+  lt::set_device_memory_limit(0);
+  lt_test::expect_mentions(message, {"cannot allocate 16777216 bytes of device memory"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, OffloadDeviceTest,
                          ::testing::Values(DeviceType::opencl, DeviceType::cuda),
                          [](const ::testing::TestParamInfo<DeviceType>& info) {

@@ -63,7 +63,8 @@ struct Device::State {
   // current), a workspace, and a plan per product shape.
   std::optional<BlasLt> blas;
   void* blas_handle = nullptr;
-  CuDevicePtr workspace = 0;  // freed with the state, before its stream
+  CuDevicePtr workspace = 0;                // freed with the state, before its stream
+  std::atomic<int64_t> workspace_bytes{0};  // read by the host's memory checks
   struct Plan {
     void* desc = nullptr;
     void* layouts[3] = {};  // b as the column-major "A", a as "B", c
@@ -419,6 +420,7 @@ bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batch
   if (s.workspace == 0) {
     s.driver.check(s.driver.mem_alloc_async(&s.workspace, kWorkspaceBytes, s.stream),
                    "cuMemAllocAsync");
+    s.workspace_bytes.store(static_cast<int64_t>(kWorkspaceBytes));
   }
   if (s.blas_handle == nullptr) check(blas.create(&s.blas_handle), "cublasLtCreate");
   // Row-major c = a . b is column-major c^T = b^T . a^T: b as an n x k "A", a as a k x m "B",
@@ -480,6 +482,10 @@ bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batch
                     kWorkspaceBytes, s.stream),
         "cublasLtMatmul");
   return true;
+}
+
+int64_t Device::reserved_bytes() const {
+  return state_->workspace_bytes.load();
 }
 
 void Device::finish() const {

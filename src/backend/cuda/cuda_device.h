@@ -41,6 +41,8 @@ class Device final : public offload::Runtime {
   // register holds hundreds of them for a whole loop).
   bool scalars_by_value(const compiler::KernelProgram&) const override { return false; }
   std::string matmul_library() const override;
+  // cuBLASLt's workspace, once a product has needed it.
+  int64_t reserved_bytes() const override;
 
   std::shared_ptr<void> build(const std::vector<const compiler::KernelProgram*>& programs,
                               const std::vector<std::string>& symbols,

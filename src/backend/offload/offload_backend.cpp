@@ -48,8 +48,10 @@ class OffloadBackend final : public Backend {
   std::string name() const override { return name_; }
 
   BufferPtr allocate(size_t bytes) override {
-    // Counted before the driver is asked, so that two threads cannot both pass the limit.
-    const int64_t limit = memory_capacity(), size = static_cast<int64_t>(bytes);
+    // Counted before the driver is asked, so that two threads cannot both pass the limit. What
+    // the runtime holds for itself (cuBLASLt's workspace) comes off the limit.
+    const int64_t limit = memory_capacity() - device_->reserved_bytes();
+    const int64_t size = static_cast<int64_t>(bytes);
     const int64_t in_use = bytes_in_use_.fetch_add(size) + size;
     if (in_use > limit) {
       bytes_in_use_.fetch_sub(size);
@@ -222,10 +224,14 @@ class OffloadBackend final : public Backend {
     const int64_t device = device_->global_memory_bytes();
     return limit > 0 && (device <= 0 || limit < device) ? limit : device;
   }
-  int64_t memory_available() const override { return memory_capacity() - bytes_in_use_.load(); }
+  int64_t memory_available() const override {
+    return memory_capacity() - device_->reserved_bytes() - bytes_in_use_.load();
+  }
 
+  // The engine's buffers and what the runtime holds for itself.
   DeviceMemoryStats memory_stats() const override {
-    return {bytes_in_use_.load(), peak_bytes_.load(), allocations_.load()};
+    const int64_t reserved = device_->reserved_bytes();
+    return {bytes_in_use_.load() + reserved, peak_bytes_.load() + reserved, allocations_.load()};
   }
   void reset_peak_memory() override {
     peak_bytes_.store(bytes_in_use_.load());

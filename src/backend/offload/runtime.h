@@ -32,6 +32,9 @@ class Runtime {
   virtual KernelDialect dialect() const = 0;
   // The memory the device reports; 0 when it reports none.
   virtual int64_t global_memory_bytes() const = 0;
+  // Device memory the runtime holds for itself (a library's workspace), counted with the
+  // engine's buffers against the device's memory.
+  virtual int64_t reserved_bytes() const { return 0; }
   // Whether a fused kernel of `program` takes its scalars as arguments (else as one array in
   // device memory, written in stream order before its launch).
   virtual bool scalars_by_value(const compiler::KernelProgram& program) const = 0;
