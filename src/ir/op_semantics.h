@@ -179,7 +179,7 @@ inline unsigned short lt_bf16_store(float x) {
   unsigned int bits;
   __builtin_memcpy(&bits, &x, 4);
   // Both results computed, then one selected: a branch here keeps loops from vectorizing well.
-  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const bool nan = x != x;
   const unsigned int rounded = bits + 0x7fffu + ((bits >> 16) & 1u), quiet = bits | 0x00400000u;
   return static_cast<unsigned short>((nan ? quiet : rounded) >> 16);
 }
@@ -336,7 +336,7 @@ inline float lt_round_bf16_stochastic(T x, double key, unsigned int position, in
   __builtin_memcpy(&bits, &f, 4);
   // A NaN keeps its sign and upper payload and gets its quiet bit (as lt_bf16_store gives it),
   // in place of the random bits: a select of what to combine, not a second rounding path.
-  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const bool nan = f != f;
   const unsigned int random = lt_random_bits(key, position);
   const unsigned int add = nan ? 0x00400000u : (half ? random & 0xffffu : random >> 16);
   bits = (nan ? bits | add : bits + add) & 0xffff0000u;
