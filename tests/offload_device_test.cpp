@@ -426,9 +426,9 @@ TEST_F(FakeCudaTest, StepsAreQueuedWithoutWaitingForTheStepBefore) {
   for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], ((v[i] + 1.0f) + 2.0f) + 3.0f) << i;
 }
 
-// A kernel that fails on the device (reported asynchronously, at the next synchronization, as
-// GPUs do) fails its step with the driver's message. The error stays, as a GPU's does: the next
-// step fails with it too, and nothing hangs.
+// A kernel that fails on the device is reported asynchronously, as GPUs do: reading its step's
+// result raises the driver's message. The error stays, as a GPU's does: the next step fails with
+// it too, and nothing hangs.
 TEST_F(FakeCudaTest, AKernelThatFailsOnTheDeviceFailsItsStep) {
   const lt::DeviceGuard guard(cuda);
   const std::vector<float> v = values(256);
@@ -604,7 +604,6 @@ TEST_F(FakeCudaTest, TheLibrarysWorkspaceCountsAgainstTheDevicesMemory) {
   ASSERT_EQ(gpu.products.load() - before, 1);
   constexpr int64_t kWorkspace = int64_t{32} << 20;
   EXPECT_GE(lt::device_memory_stats().bytes_in_use, kWorkspace);
-  EXPECT_LT(lt::device_memory_stats().bytes_in_use, kWorkspace + (int64_t{1} << 20));
   // 16 MiB fits in 40 beside the small buffers, but not beside the workspace as well.
   lt::set_device_memory_limit(int64_t{40} << 20);
   const std::string message =

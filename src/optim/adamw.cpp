@@ -286,8 +286,9 @@ void AdamW::step_quantized(const AdamWOptions& o, double t, State& s, Tensor& p,
   auto [m, v] = moments();
   Tensor no_max;
   update_weights(flavor_, o, t, weights, m, v, no_max);
-  // The maxima are kept at least the smallest normal f32: a block of zeros then divides by it
-  // and stays 0, and the stored scale is the divisor, whatever the block held. One inf or NaN
+  // The maxima are kept at least the smallest normal f32: a block of zeros is then multiplied by
+  // a finite reciprocal (2^126) and stays 0, and the stored scale is the maximum the block was
+  // normalized by, whatever it held. One inf or NaN
   // in a block makes its maximum inf or NaN, and the block's moments with it (bitsandbytes'
   // blocks behave so too); in fp32 only that element would be lost.
   constexpr double kTiny = 1.17549435e-38;

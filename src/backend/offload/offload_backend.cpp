@@ -3,7 +3,8 @@
 // queue driven from the backend's stream, so the host traces on while the stream uploads and
 // launches, and steps that fail commit nothing. A step's launches are queued without waiting
 // for the device to run the step before: the stream waits only when kMaxStepsInFlight steps are
-// queued, for a read, an event or a synchronization.
+// queued, for a read, an event or a synchronization, after a step's index checks, and when a
+// step fails.
 #include "backend/offload/offload_backend.h"
 
 #include <algorithm>
@@ -169,7 +170,8 @@ class OffloadBackend final : public Backend {
       metrics::ScopedTimer timer(time);
       profiler::Scope span("execute", "device");
       size_t launches_begun = 0;
-      // Outlives the failure handling below, which waits for the device before it is released.
+      // Declared outside the try: when the step fails after queuing copies from these arrays,
+      // they outlive the wait for the device in the failure handling.
       std::vector<std::shared_ptr<void>> host;
       try {
         for (const BufferPtr& input : args.inputs) {
@@ -186,7 +188,6 @@ class OffloadBackend final : public Backend {
         const Failure failure = Failure::of(e, args.step);
         try {
           device_->finish();
-          in_flight_.clear();
           // Donated buffers are written only after every check has passed (run_executable).
           commit_nothing(args, exe->output_launch, launches_begun, failure,
                          [this](Buffer& dst, const Buffer& src, size_t bytes) {
@@ -197,6 +198,7 @@ class OffloadBackend final : public Backend {
         } catch (const std::exception&) {
           for (const BufferPtr& output : args.outputs) output->set_error(failure);
         }
+        in_flight_.clear();
         if (args.on_failure) args.on_failure();
         stream_.record_failure(failure);
       }
@@ -225,7 +227,8 @@ class OffloadBackend final : public Backend {
     return limit > 0 && (device <= 0 || limit < device) ? limit : device;
   }
   int64_t memory_available() const override {
-    return memory_capacity() - device_->reserved_bytes() - bytes_in_use_.load();
+    return std::max<int64_t>(0,
+                             memory_capacity() - device_->reserved_bytes() - bytes_in_use_.load());
   }
 
   // The engine's buffers and what the runtime holds for itself.

@@ -70,6 +70,7 @@ std::optional<Api> Api::open(std::string* why) {
                         resolve(loader, "clEnqueueWriteBuffer", api.enqueue_write) &&
                         resolve(loader, "clEnqueueReadBuffer", api.enqueue_read) &&
                         resolve(loader, "clFinish", api.finish) &&
+                        resolve(loader, "clFlush", api.flush) &&
                         resolve(loader, "clEnqueueMarkerWithWaitList", api.enqueue_marker) &&
                         resolve(loader, "clWaitForEvents", api.wait_for_events) &&
                         resolve(loader, "clReleaseEvent", api.release_event) &&
@@ -264,6 +265,10 @@ void Device::finish() const {
 std::shared_ptr<void> Device::mark() const {
   Event event = nullptr;
   check(api_.enqueue_marker(queue_, 0, nullptr, &event), "clEnqueueMarkerWithWaitList");
+  // Submitted now: a driver may otherwise hold the step until something waits on the queue.
+  const ClInt flushed = api_.flush(queue_);
+  if (flushed != kSuccess) api_.release_event(event);
+  check(flushed, "clFlush");
   return std::shared_ptr<void>(event, [api = api_](void* e) { api.release_event(e); });
 }
 

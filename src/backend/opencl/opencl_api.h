@@ -49,6 +49,7 @@ struct Api {
   ClInt (*enqueue_read)(Queue, Mem, ClUint, size_t, size_t, void*, ClUint, const Event*,
                         Event*) = nullptr;
   ClInt (*finish)(Queue) = nullptr;
+  ClInt (*flush)(Queue) = nullptr;
   ClInt (*enqueue_marker)(Queue, ClUint, const Event*, Event*) = nullptr;
   ClInt (*wait_for_events)(ClUint, const Event*) = nullptr;
   ClInt (*release_event)(Event) = nullptr;
