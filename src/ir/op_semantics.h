@@ -390,11 +390,11 @@ template <class T>
 inline unsigned char lt_cast_u8(T x) {
   return static_cast<unsigned char>(static_cast<unsigned long long>(lt_cast_i64(x)));
 }
-// An f32 at or beyond 2^31 in magnitude is a multiple of 2^8, so its low byte is 0 as the i64
-// path's is (NaN too): through i32, it converts 16 lanes per instruction instead of 8 (an 8-bit
-// optimizer's codes are such casts).
+// An f32 at or beyond 2^31 in magnitude is a multiple of 2^8, so its low byte is 0 whether it
+// goes through i64 or i32 (NaN too: both give their minimum): through i32, it converts 16 lanes
+// per instruction instead of 8 (an 8-bit optimizer's codes are such casts).
 inline unsigned char lt_cast_u8(float x) {
-  return x >= -0x1p31f && x < 0x1p31f ? static_cast<unsigned char>(static_cast<int>(x)) : 0;
+  return static_cast<unsigned char>(lt_cast_i32(x));
 }
 inline unsigned char lt_cast_u8(bool x) {
   return x ? 1 : 0;
