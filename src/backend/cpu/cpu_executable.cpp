@@ -111,35 +111,41 @@ void gather(const InputAccess& in, const Instance& inst, const void* base, size_
   });
 }
 
-// The largest of `n` f32 values, NaN-free, or NaN if there is one: four vectors of four f32
-// lanes (GCC's vector extensions, so the host build's baseline SSE2 runs them without branches;
-// the general fold below branches on NaN for every value, in double, and was a fifth of an
-// 8-bit AdamW step, whose block maxima are Max reductions). A maximum of f32 values is exact.
-float max_or_nan(const float* values, int64_t n) {
-  using Vec4 = float __attribute__((vector_size(16)));
-  constexpr int kVectors = 4, kLanes = 4 * kVectors;
+// The largest of `n` f32 values, NaN-free, or NaN if there is one: four vectors of f32 lanes
+// (GCC's vector extensions, `Vec` wide, so that the loop has no branches on any x86-64; the
+// general fold below branches on NaN for every value, in double, and was a fifth of an 8-bit
+// AdamW step, whose block maxima are Max reductions). A maximum of f32 values is exact, so every
+// width gives the same result.
+using F32x4 = float __attribute__((vector_size(16)));
+using F32x16 = float __attribute__((vector_size(64)));
+
+template <class Vec>
+[[gnu::always_inline]] inline float max_or_nan_lanes(const float* values, int64_t n) {
+  constexpr int kWidth = sizeof(Vec) / 4, kVectors = 4, kLanes = kWidth * kVectors;
   const float inf = std::numeric_limits<float>::infinity();
-  Vec4 best[kVectors], nan[kVectors];
+  Vec best[kVectors], nan[kVectors];
   for (int k = 0; k < kVectors; ++k) {
-    best[k] = Vec4{-inf, -inf, -inf, -inf};
-    nan[k] = Vec4{0, 0, 0, 0};
+    best[k] = Vec{} - inf;
+    nan[k] = Vec{};
   }
   const int64_t body = n - n % kLanes;
   for (int64_t i = 0; i < body; i += kLanes) {
     for (int k = 0; k < kVectors; ++k) {
-      Vec4 v;
-      std::memcpy(&v, values + i + 4 * k, sizeof v);
+      Vec v;
+      std::memcpy(&v, values + i + kWidth * k, sizeof v);
       best[k] = v > best[k] ? v : best[k];
-      nan[k] = v != v ? Vec4{1, 1, 1, 1} : nan[k];
+      nan[k] = v != v ? Vec{} + 1 : nan[k];
     }
+  }
+  for (int k = 1; k < kVectors; ++k) {
+    best[0] = best[k] > best[0] ? best[k] : best[0];
+    nan[0] = nan[k] != 0 ? nan[k] : nan[0];
   }
   float result = -inf;
   bool any_nan = false;
-  for (int k = 0; k < kVectors; ++k) {
-    for (int j = 0; j < 4; ++j) {
-      result = best[k][j] > result ? best[k][j] : result;
-      any_nan = any_nan || nan[k][j] != 0;
-    }
+  for (int j = 0; j < kWidth; ++j) {
+    result = best[0][j] > result ? best[0][j] : result;
+    any_nan = any_nan || nan[0][j] != 0;
   }
   for (int64_t i = body; i < n; ++i) {
     result = values[i] > result ? values[i] : result;
@@ -148,30 +154,87 @@ float max_or_nan(const float* values, int64_t n) {
   return any_nan ? std::numeric_limits<float>::quiet_NaN() : result;
 }
 
-// Folds `n` values, stored as T, into eight lanes with `step`, combined in a fixed order (so
-// results stay deterministic). Independent lanes let the adds overlap and vectorize: one chain
-// of dependent double adds would cost an add's latency per element. `step` is a plain function
-// of lane and value, one per kind, so the lanes stay in registers (a switch inside the loop
-// kept them on the stack, a store and a load per element).
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float max_or_nan_avx512(const float* values, int64_t n) {
+  return max_or_nan_lanes<F32x16>(values, n);
+}
+#endif
+
+float max_or_nan(const float* values, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return max_or_nan_avx512(values, n);
+#endif
+  return max_or_nan_lanes<F32x4>(values, n);
+}
+
+// Folds `n` values, stored as T, into kFoldLanes lanes with `step`, combined pairwise in a
+// fixed order, so that the result depends on neither the machine nor its instructions.
+// Independent lanes let the adds overlap and vectorize: each lane is a chain of dependent
+// double adds, one add's latency (4 cycles) an element. Eight lanes (one AVX-512 register,
+// two AVX2 ones) left a row group's folds waiting on that chain, as long as its kernels;
+// 32 lanes are four AVX-512 chains. `step` is a plain function of lane and value, one per
+// kind, so the lanes stay in registers (a switch inside the loop kept them on the stack, a
+// store and a load per element).
+constexpr int kFoldLanes = 32;
+
 template <class T, class Step, class Combine>
-double fold_lanes(const T* values, int64_t n, double init, Step step, Combine combine_two) {
-  constexpr int kLanes = 8;
-  double lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, init);
-  const int64_t body = n - n % kLanes;
-  for (int64_t i = 0; i < body; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) lanes[j] = step(lanes[j], load_element(values[i + j]));
+[[gnu::always_inline]] inline double fold_lanes(const T* values, int64_t n, double init, Step step,
+                                                Combine combine_two) {
+  double lanes[kFoldLanes];
+  std::fill(lanes, lanes + kFoldLanes, init);
+  const int64_t body = n - n % kFoldLanes;
+  for (int64_t i = 0; i < body; i += kFoldLanes) {
+    for (int j = 0; j < kFoldLanes; ++j) lanes[j] = step(lanes[j], load_element(values[i + j]));
   }
   for (int64_t i = body; i < n; ++i)
     lanes[i - body] = step(lanes[i - body], load_element(values[i]));
-  return combine_two(combine_two(combine_two(lanes[0], lanes[1]), combine_two(lanes[2], lanes[3])),
-                     combine_two(combine_two(lanes[4], lanes[5]), combine_two(lanes[6], lanes[7])));
+  for (int width = kFoldLanes / 2; width > 0; width /= 2) {
+    for (int j = 0; j < width; ++j) lanes[j] = combine_two(lanes[j], lanes[j + width]);
+  }
+  return lanes[0];
+}
+
+constexpr auto kAdd = [](double a, double b) { return a + b; };
+constexpr auto kAddSquare = [](double lane, double v) { return lane + v * v; };
+
+// The sums of f32 values and of their squares, compiled for AVX-512 and AVX2 beside the
+// library's baseline (any x86-64: SSE2's two doubles a register, too few registers for the
+// lanes). Every variant computes the same lanes in the same order: the same sums (a square of
+// an f32 value is exact in double, so a fused multiply-add rounds it no differently).
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) double sum_f32_avx512(const float* values, int64_t n) {
+  return fold_lanes(values, n, 0.0, kAdd, kAdd);
+}
+__attribute__((target("avx512f"))) double sum_squares_f32_avx512(const float* values, int64_t n) {
+  return fold_lanes(values, n, 0.0, kAddSquare, kAdd);
+}
+__attribute__((target("avx2"))) double sum_f32_avx2(const float* values, int64_t n) {
+  return fold_lanes(values, n, 0.0, kAdd, kAdd);
+}
+__attribute__((target("avx2"))) double sum_squares_f32_avx2(const float* values, int64_t n) {
+  return fold_lanes(values, n, 0.0, kAddSquare, kAdd);
+}
+#endif
+
+// The sum of `values`, or of their squares.
+template <class T>
+double sum_values(const T* values, int64_t n, bool squares) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx512) return squares ? sum_squares_f32_avx512(values, n) : sum_f32_avx512(values, n);
+    if (avx2) return squares ? sum_squares_f32_avx2(values, n) : sum_f32_avx2(values, n);
+  }
+#endif
+  return squares ? fold_lanes(values, n, 0.0, kAddSquare, kAdd)
+                 : fold_lanes(values, n, 0.0, kAdd, kAdd);
 }
 
 // Folds `n` values, stored as T, into `acc` the way the reduction needs.
 template <class T>
 double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
-  const auto add = [](double a, double b) { return a + b; };
   switch (kind) {
     case ReduceKind::Max: {
       if constexpr (std::is_same_v<T, float>) {
@@ -188,10 +251,9 @@ double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
           acc, fold_lanes(values, n, -std::numeric_limits<double>::infinity(), larger, larger));
     }
     case ReduceKind::Norm:
-      return acc + fold_lanes(
-                       values, n, 0.0, [](double lane, double v) { return lane + v * v; }, add);
+      return acc + sum_values(values, n, /*squares=*/true);
     default:
-      return acc + fold_lanes(values, n, 0.0, add, add);
+      return acc + sum_values(values, n, /*squares=*/false);
   }
 }
 
