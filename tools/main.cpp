@@ -36,33 +36,42 @@ int run_demo(int steps) {
   return 0;
 }
 
-// The GEMM libraries' threads, told to sleep when idle. oneDNN runs its products on OpenMP
-// threads, which by libgomp's default spin for a while after each product; OpenBLAS's thread
-// server (f64 products, and bf16 ones where oneDNN has no bf16 kernel) spins, yielding, for 2^28
-// cycles (about 0.1 s). On a few cores either takes the cores from the engine's own threads,
-// which run the kernels between the products: a `mini` BERT step up to a fifth slower on 2
-// cores with libgomp's default, and with OpenBLAS's the glue of a bf16 `mini` step a quarter
-// slower (median of five pairs of runs, 178 against 137 ms). 2^18 cycles (about 0.1 ms) still
-// keeps OpenBLAS's threads awake between back-to-back products. Both libraries read their
-// setting once, as they load, before main; so unless the user chose one, the command runs itself
-// again with them set. Not for a library that is not loaded (nothing to set), nor when started
-// through the dynamic loader (/proc/self/exe is the loader then); a failed exec carries on as it
-// is. Setting the variables also keeps it from happening (under valgrind, say, which does not
-// follow an exec by default).
-struct SleepingThreadsSetting {
+// How long the library threads wait awake when idle. The kernels run on OpenMP's workers, the
+// team that runs oneDNN's products (backend/cpu/thread_pool), so a worker that sleeps between
+// two launches costs the next launch a wake-up: about 50 us on a 2-vCPU VM, a sixth of a step's
+// launches. libgomp's default spins 300,000 turns of its wait loop (about 3 ms by its own
+// estimate) after each parallel region, which kept the workers on the cores that OpenBLAS's
+// threads and the host's tracing needed (a `mini` step up to a fifth slower on 2 cores);
+// OMP_WAIT_POLICY=PASSIVE (0 turns) paid the wake-ups; 30,000 turns keep the workers awake
+// between launches and asleep through the host's tracing (bf16 `base` steps 4.6% and `mini`
+// steps 8% shorter than with PASSIVE, AMX, four pairs; the OpenBLAS products of a CPU without
+// bf16 no slower). OpenBLAS's thread server (f64 products, and bf16 ones where oneDNN has no
+// bf16 kernel) spins, yielding, for 2^28 cycles (about 0.1 s): the glue of a bf16 `mini` step a
+// quarter slower with it (median of five pairs of runs, 178 against 137 ms); 2^18 cycles (about
+// 0.1 ms) still keeps its threads awake between back-to-back products. Both libraries read
+// their setting once, as they load, before main; so unless the user chose one (for libgomp,
+// either of its variables), the command runs itself again with them set. Not for a library that
+// is not loaded (nothing to set), nor when started through the dynamic loader (/proc/self/exe is
+// the loader then); a failed exec carries on as it is. Setting the variables also keeps it from
+// happening (under valgrind, say, which does not follow an exec by default).
+struct ThreadWaitSetting {
   const char* library;
   const char* variable;
   const char* value;
+  const char* also_the_users_choice;  // another variable that says the user chose, or null
 };
-constexpr SleepingThreadsSetting kSleepingThreads[] = {
-    {"libgomp.so.1", "OMP_WAIT_POLICY", "PASSIVE"},
-    {"libopenblas.so.0", "OPENBLAS_THREAD_TIMEOUT", "18"},
+constexpr ThreadWaitSetting kThreadWaits[] = {
+    {"libgomp.so.1", "GOMP_SPINCOUNT", "30000", "OMP_WAIT_POLICY"},
+    {"libopenblas.so.0", "OPENBLAS_THREAD_TIMEOUT", "18", nullptr},
 };
 
-void prefer_sleeping_library_threads(char** argv) {
-  std::vector<const SleepingThreadsSetting*> missing;
-  for (const SleepingThreadsSetting& setting : kSleepingThreads) {
+void set_library_thread_waits(char** argv) {
+  std::vector<const ThreadWaitSetting*> missing;
+  for (const ThreadWaitSetting& setting : kThreadWaits) {
     if (std::getenv(setting.variable) != nullptr) continue;
+    if (setting.also_the_users_choice && std::getenv(setting.also_the_users_choice) != nullptr) {
+      continue;
+    }
     if (dlopen(setting.library, RTLD_NOLOAD | RTLD_LAZY) == nullptr) continue;
     missing.push_back(&setting);
   }
@@ -72,7 +81,7 @@ void prefer_sleeping_library_threads(char** argv) {
   if (length <= 0) return;
   self[length] = '\0';
   if (std::string_view(self).find("/ld-linux") != std::string_view::npos) return;
-  for (const SleepingThreadsSetting* setting : missing) {
+  for (const ThreadWaitSetting* setting : missing) {
     if (setenv(setting->variable, setting->value, 1) != 0) return;
   }
   execv(self, argv);
@@ -224,7 +233,7 @@ lt::tools::Command add_params_command(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_sleeping_library_threads(argv);
+  set_library_thread_waits(argv);
   CLI::App app{"lazytensor: a lazy-tensor engine"};
   app.require_subcommand(1);
 

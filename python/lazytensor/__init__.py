@@ -7,14 +7,19 @@ Reading values (``item()``, ``numpy()``, ``tolist()``, ``str()``) waits for them
 import os as _os
 import sys as _sys
 
-# oneDNN's OpenMP threads spin after each product by default, and OpenBLAS's thread server
-# (f64 products, and bf16 ones where oneDNN has no bf16 kernel) for about 0.1 s, taking the cores
-# from the engine's own threads between products; 2^18 cycles (about 0.1 ms) still keeps
-# OpenBLAS's threads awake between back-to-back products. Both libraries read their setting
-# once, as they load: so before any import that may load them (NumPy's BLAS can), and with
-# effect only if nothing loaded them yet. They are the process's settings, so other OpenMP and
-# OpenBLAS libraries loaded later wait the same way; a value the user set is kept.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# How long the library threads wait awake when idle (the `lazytensor` command's reasons, in
+# tools/main.cpp): the kernels run on oneDNN's OpenMP workers, which libgomp's default keeps
+# spinning for about 3 ms after each product or launch, and OMP_WAIT_POLICY=PASSIVE puts to
+# sleep (a wake-up of about 50 us before every launch); 30,000 turns of libgomp's wait loop keep
+# them awake between launches only. OpenBLAS's thread server (f64 products, and bf16 ones where
+# oneDNN has no bf16 kernel) yields for about 0.1 s after each product; 2^18 cycles (about
+# 0.1 ms) still keeps its threads awake between back-to-back products. Both libraries read their
+# setting once, as they load: so before any import that may load them (NumPy's BLAS can), and
+# with effect only if nothing loaded them yet. They are the process's settings, so other OpenMP
+# and OpenBLAS libraries loaded later wait the same way; a value the user set (for libgomp,
+# either of its variables) is kept.
+if "OMP_WAIT_POLICY" not in _os.environ:
+    _os.environ.setdefault("GOMP_SPINCOUNT", "30000")
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")
 
 import builtins as _builtins  # noqa: E402 (after the OpenMP setting, as all below)

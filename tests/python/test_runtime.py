@@ -1,4 +1,8 @@
 """The runtime from Python: scalar policies, metrics, memory, threads and the GIL."""
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -121,3 +125,21 @@ def test_matmul_library_names_the_library_of_each_dtype():
     assert bf16.startswith("oneDNN ") != bf16.endswith("(bf16 operands widened to f32)")
     with pytest.raises(lt.Error, match="matmul"):
         lt.matmul_library(lt.int64)
+
+
+def _spin_count_after_import(**env):
+    """libgomp's report (OMP_DISPLAY_ENV) of the spin it read, in a process importing the package."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    environ.update(env, OMP_DISPLAY_ENV="verbose")
+    result = subprocess.run([sys.executable, "-c", "import lazytensor"], capture_output=True,
+                            text=True, timeout=300, env=environ)
+    assert result.returncode == 0, result.stderr
+    reports = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", result.stdout + result.stderr)
+    assert reports, result.stdout + result.stderr
+    return reports[-1]
+
+
+def test_the_package_keeps_openmp_workers_awake_between_launches_unless_the_user_chose():
+    assert _spin_count_after_import() == "30000"
+    assert _spin_count_after_import(OMP_WAIT_POLICY="PASSIVE") == "0"
+    assert _spin_count_after_import(GOMP_SPINCOUNT="1234") == "1234"

@@ -360,7 +360,8 @@ class UnitRunner {
         slots_(slots),
         scalars_(scalars),
         scratch_(scratch),
-        num_in_(inst_.inputs.size()) {
+        num_in_(inst_.inputs.size()),
+        folds_in_place_(launch.folds_input && inst_.inputs[0].direct) {
     prepare_scratch();
   }
 
@@ -423,6 +424,17 @@ class UnitRunner {
     kernel_.run(scratch_.inputs.data(), scratch_.outputs.data(), scalars_, pos, n);
   }
 
+  // The values a reduction folds at positions [pos, pos + n): its direct input itself when the
+  // launch folds its input as stored, else the kernel's output tile.
+  const void* reduced_values(int64_t pos, int64_t n) {
+    if (folds_in_place_) {
+      const InputAccess& in = inst_.inputs[0];
+      return static_cast<const char*>(slots_[in.slot]) + (in.offset + pos) * in.elem_size;
+    }
+    run_kernel(pos, n);
+    return values_;
+  }
+
   void run_elementwise() {
     const int64_t step = inst_.all_direct             ? unit_.end - unit_.begin
                          : inst_.only_uniform_gathers ? kUniformTileElements
@@ -467,10 +479,10 @@ class UnitRunner {
     for (int64_t r = unit_.row_begin; r < unit_.row_end; ++r) {
       for (int64_t c = 0; c < cols; c += kTileElements) {
         const int64_t n = std::min(kTileElements, cols - c);
-        run_kernel(r * inst_.outer + unit_.begin + c, n);
+        const void* values = reduced_values(r * inst_.outer + unit_.begin + c, n);
         visit_dtype(launch_.dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
-          fold_columns(launch_.reduce, reinterpret_cast<const T*>(values_), n,
+          fold_columns(launch_.reduce, static_cast<const T*>(values), n,
                        scratch_.columns.data() + c);
         });
       }
@@ -490,10 +502,10 @@ class UnitRunner {
   double fold_range(int64_t first, int64_t last, double acc) {
     for (int64_t pos = first; pos < last; pos += kTileElements) {
       const int64_t n = std::min(kTileElements, last - pos);
-      run_kernel(pos, n);
+      const void* values = reduced_values(pos, n);
       acc = visit_dtype(launch_.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return fold(launch_.reduce, reinterpret_cast<const T*>(values_), n, acc);
+        return fold(launch_.reduce, static_cast<const T*>(values), n, acc);
       });
     }
     return acc;
@@ -522,6 +534,7 @@ class UnitRunner {
   const double* const scalars_;
   Scratch& scratch_;
   const size_t num_in_;
+  const bool folds_in_place_;
   double* values_ = nullptr;  // a reduction's kernel output tile
 };
 
@@ -680,6 +693,11 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
     launch.output_dtype = graph.node(first.output_nodes[0]).dtype;
+    const compiler::KernelProgram& program = first.program;
+    launch.folds_input = launch.reduce != ReduceKind::None && launch.reduce != ReduceKind::ArgMax &&
+                         program.instrs.size() == 1 && program.num_scalars == 0 &&
+                         program.instrs[0].kind == compiler::InstrKind::Input &&
+                         program.outputs[0] == 0 && program.input_dtypes[0] == launch.dtype;
     launch.description = describe_kernel(graph, first, plan.launches[l].kernels.size());
     for (uint32_t k : plan.launches[l].kernels) {
       launch.instances.push_back(

@@ -31,6 +31,9 @@ struct Launch {
   compiler::ReduceKind reduce = compiler::ReduceKind::None;
   DType dtype = DType::f32;         // reductions: the folded element type
   DType output_dtype = DType::f32;  // reductions: the stored element type
+  // A reduction whose program is its one input, of the folded type (a bias gradient's column
+  // sum): a direct input is folded where it lies, without running the kernel to copy it.
+  bool folds_input = false;
   // An opaque op (matmul, gather, ...) runs its own routine instead of a kernel.
   std::shared_ptr<const OpaqueOp> opaque;
   std::vector<Instance> instances;
