@@ -39,6 +39,10 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   // bf16 model's loss would be a bf16 log_softmax (BertForMaskedLM's, 10.5 for 10.487): in f32,
   // as PyTorch's CPU autocast has it.
   LAZYTENSOR_FP32(cross_entropy_loss)
+  // binary_cross_entropy is not in the lists (CUDA's autocast raises for it: a bf16 probability
+  // rounded to 0 or 1 gives an infinite log), and a bf16 probability met an f32 target in the
+  // device's kernel, which raised a dtype mismatch. In f32, as PyTorch's CPU autocast has it.
+  LAZYTENSOR_FP32(binary_cross_entropy)
 #undef LAZYTENSOR_LOWER_PRECISION
 #undef LAZYTENSOR_FP32
 #undef LAZYTENSOR_FP32_SET_OPT_DTYPE

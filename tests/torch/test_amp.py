@@ -44,6 +44,20 @@ def test_products_give_bf16_and_norms_f32():
         torch.bfloat16, torch.bfloat16, torch.float32, torch.float32, torch.float32, torch.float32]
 
 
+def test_binary_cross_entropy_runs_in_f32_as_under_the_cpus_autocast():
+    seed = torch.seed() % 2**31
+    torch.manual_seed(seed)
+    x, w, target = torch.randn(16, 32), torch.randn(32, 8), torch.rand(16, 8)
+    losses = {}
+    for device in ("cpu", DEVICE):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            probability = torch.sigmoid(x.to(device) @ w.to(device))  # bf16, as a bf16 head's
+            losses[device] = torch.nn.functional.binary_cross_entropy(probability,
+                                                                      target.to(device))
+    assert losses[DEVICE].dtype == losses["cpu"].dtype == torch.float32
+    torch.testing.assert_close(losses[DEVICE].cpu(), losses["cpu"], **BF16, msg=f"seed {seed}")
+
+
 def test_outside_the_region_and_without_a_dtype():
     """The default lower precision is bf16 in the thread that loaded the device (PyTorch keeps
     autocast's default dtype per thread)."""
