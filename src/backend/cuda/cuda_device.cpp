@@ -44,6 +44,7 @@ struct Kernel {
   CuFunction function = nullptr;
   std::shared_ptr<void> module;  // the code lives there
   std::vector<std::array<unsigned char, kMaxArgumentBytes>> values;
+  std::vector<void*> params;  // cuLaunchKernel's: each value's address, kept with the values
 };
 
 }  // namespace
@@ -71,7 +72,9 @@ struct Device::State {
     BlasLtHeuristic heuristic{};
     bool usable = false;  // the library has an algorithm for it
   };
-  std::map<std::string, Plan> plans;
+  // By whether the output has the operands' type, the operands' cudaDataType, batches, m, n, k.
+  using PlanKey = std::array<int64_t, 6>;
+  std::map<PlanKey, Plan> plans;
 
   // Pinned host memory for uploads and reads: a chunk is in flight until its event has passed.
   struct Chunk {
@@ -364,20 +367,22 @@ void Device::set_arg(void* kernel, int index, size_t bytes, const void* value) c
     throw Error("cuda: a kernel argument of " + std::to_string(bytes) + " bytes (at most " +
                 std::to_string(kMaxArgumentBytes) + ")");
   }
-  auto& values = static_cast<Kernel*>(kernel)->values;
-  if (values.size() <= static_cast<size_t>(index)) values.resize(index + 1);
-  std::memcpy(values[index].data(), value, bytes);
+  Kernel& k = *static_cast<Kernel*>(kernel);
+  if (k.values.size() <= static_cast<size_t>(index)) {
+    k.values.resize(index + 1);  // moves the values: their addresses are taken again
+    k.params.clear();
+    for (auto& held : k.values) k.params.push_back(held.data());
+  }
+  std::memcpy(k.values[index].data(), value, bytes);
 }
 
 void Device::launch(void* kernel, size_t global, size_t local) const {
   auto& k = *static_cast<Kernel*>(kernel);
-  std::vector<void*> params;
-  for (auto& value : k.values) params.push_back(value.data());
   state_->bind();
   state_->driver.check(
       state_->driver.launch_kernel(k.function, static_cast<unsigned>(global / local), 1, 1,
                                    static_cast<unsigned>(local), 1, 1, 0, state_->stream,
-                                   params.data(), nullptr),
+                                   k.params.data(), nullptr),
       "cuLaunchKernel");
 }
 
@@ -425,9 +430,7 @@ bool Device::library_matmul(const void* a, const void* b, void* c, int64_t batch
   if (s.blas_handle == nullptr) check(blas.create(&s.blas_handle), "cublasLtCreate");
   // Row-major c = a . b is column-major c^T = b^T . a^T: b as an n x k "A", a as a k x m "B",
   // c as an n x m "D", none transposed.
-  const std::string key = std::to_string(operands == output) + "," + std::to_string(type) + "," +
-                          std::to_string(batches) + "," + std::to_string(m) + "," +
-                          std::to_string(n) + "," + std::to_string(k);
+  const State::PlanKey key = {operands == output, type, batches, m, n, k};
   auto [it, fresh] = s.plans.try_emplace(key);
   State::Plan& plan = it->second;
   if (fresh) {
