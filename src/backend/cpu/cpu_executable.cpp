@@ -61,6 +61,45 @@ void visit_element_size(size_t size, F&& f) {
   throw Error("cpu backend: no dtype has elements of " + std::to_string(size) + " bytes");
 }
 
+// `count` copies of `value`: a broadcast run of a gathered input (a row's statistic across the
+// row, an 8-bit block's maximum across the block). The library is built for any x86-64, whose
+// 16-byte stores made these fills three fifths of the gathers' time in an 8-bit AdamW step; f32
+// and bf16 runs are filled with 64- or 32-byte stores where the CPU has them.
+template <class E>
+[[gnu::always_inline]] inline void fill_run(E* dst, E value, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) dst[i] = value;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void fill_run_avx512(uint32_t* dst, uint32_t value,
+                                                        int64_t count) {
+  fill_run(dst, value, count);
+}
+__attribute__((target("avx512f"))) void fill_run_avx512(uint16_t* dst, uint16_t value,
+                                                        int64_t count) {
+  fill_run(dst, value, count);
+}
+__attribute__((target("avx2"))) void fill_run_avx2(uint32_t* dst, uint32_t value, int64_t count) {
+  fill_run(dst, value, count);
+}
+__attribute__((target("avx2"))) void fill_run_avx2(uint16_t* dst, uint16_t value, int64_t count) {
+  fill_run(dst, value, count);
+}
+#endif
+
+template <class E>
+void fill_elements(E* dst, E value, int64_t count) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<E, uint32_t> || std::is_same_v<E, uint16_t>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx512) return fill_run_avx512(dst, value, count);
+    if (avx2) return fill_run_avx2(dst, value, count);
+  }
+#endif
+  fill_run(dst, value, count);
+}
+
 template <size_t N>
 void gather_typed(const InputAccess& in, const Instance& inst, const void* base, int64_t start,
                   int64_t count, void* dst_void) {
@@ -69,7 +108,7 @@ void gather_typed(const InputAccess& in, const Instance& inst, const void* base,
   E* dst = static_cast<E*>(dst_void);
   const int rank = inst.rank;
   if (rank == 0) {
-    for (int64_t i = 0; i < count; ++i) dst[i] = src[0];
+    fill_elements(dst, src[0], count);
     return;
   }
   int64_t idx[Shape::kMaxRank];
@@ -84,8 +123,7 @@ void gather_typed(const InputAccess& in, const Instance& inst, const void* base,
   while (count > 0) {
     const int64_t run = std::min(count, inst.sizes[last] - idx[last]);
     if (inner_stride == 0) {
-      const E value = src[offset];  // a broadcast run
-      for (int64_t i = 0; i < run; ++i) dst[i] = value;
+      fill_elements(dst, src[offset], run);  // a broadcast run
     } else if (inner_stride == 1) {
       std::memcpy(dst, src + offset, run * N);
     } else {
