@@ -210,10 +210,10 @@ float max_or_nan(const float* values, int64_t n) {
 // fixed order, so that the result depends on neither the machine nor its instructions.
 // Independent lanes let the adds overlap and vectorize: each lane is a chain of dependent
 // double adds, one add's latency (4 cycles) an element. Eight lanes (one AVX-512 register,
-// two AVX2 ones) left a row group's folds waiting on that chain, as long as its kernels;
-// 32 lanes are four AVX-512 chains. `step` is a plain function of lane and value, one per
-// kind, so the lanes stay in registers (a switch inside the loop kept them on the stack, a
-// store and a load per element).
+// two AVX2 ones) left the folds waiting on that chain; 32 lanes are four AVX-512 chains
+// (softmax over [12288, 128] 12% faster, a sum of squares 20%). `step` is a plain function of
+// lane and value, one per kind, so the lanes stay in registers (a switch inside the loop kept
+// them on the stack, a store and a load per element).
 constexpr int kFoldLanes = 32;
 
 template <class T, class Step, class Combine>
@@ -560,8 +560,8 @@ class UnitRunner {
     const int64_t inner = inst_.inner;
     if (inner > 0 && inner <= kTileElements / 2) {
       // Rows of at most half a tile (attention's softmax over 128 keys): the kernel runs over as
-      // many whole rows as a tile holds, and each row is folded from its part of the tile. One
-      // call a row cost a fifth of a softmax over rows of 128. The same values, folded alike.
+      // many whole rows as a tile holds, and each row is folded from its part of the tile, where
+      // a call a row cost softmax over [12288, 128] 5%. The same values, folded alike.
       const int64_t rows_per_call = kTileElements / inner;
       for (int64_t o = unit_.begin; o < unit_.end; o += rows_per_call) {
         const int64_t rows = std::min(rows_per_call, unit_.end - o);
