@@ -488,6 +488,33 @@ TEST_F(CodegenTest, NativeReductionsMatchTheReference) {
   }
 }
 
+// Rows of at most half a tile share kernel calls (each row folded from its part of the tile),
+// with direct, gathered (a transpose) and bf16 inputs, the last call of a unit short; and a
+// reduction of its input as stored folds the input where it lies, over rows and columns.
+TEST_F(CodegenTest, ShortRowsAndInputsFoldedInPlaceMatchTheReference) {
+  const Tensor narrow = uniform({300, 5}, -2, 2, DType::f32);
+  const Tensor tall = uniform({40, 77}, -2, 2, DType::f32);
+  const Tensor half_tile = uniform({33, 512}, -2, 2, DType::f32).to(DType::bf16);
+  const Tensor columns = uniform({1000, 3}, -2, 2, DType::f32);
+  const Tensor long_rows = uniform({3, 2500}, -2, 2, DType::f32);
+  const std::vector<Tensor> outputs = {narrow.sum({1}),
+                                       (narrow * 2.0).max({1}),
+                                       tall.transpose(0, 1).sum({1}),
+                                       (tall.transpose(0, 1) - 1.0).mean({1}),
+                                       half_tile.sum({1}),
+                                       columns.sum({0}),
+                                       columns.mean({0}),
+                                       long_rows.sum({1}),
+                                       long_rows.max({1})};
+  std::vector<std::vector<double>> want;
+  for (const Tensor& t : outputs) want.push_back(lt::reference::evaluate(t));
+  lt::mark_step();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    expect_same(outputs[i].to_vector<double>(), want[i], kF32Reduce);
+  }
+}
+
 // --- The generated source and the compiler, without the engine around them. ---
 
 int32_t add_instr(KernelProgram& program, InstrKind kind, DType dtype, lt::ir::OpKind op,
