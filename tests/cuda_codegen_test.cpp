@@ -87,7 +87,7 @@ TEST(CudaCodegenTest, DialectsShareTheBodyAndDifferInTheLoop) {
   EXPECT_NE(cuda.find("i += (long long)gridDim.x * blockDim.x"), std::string::npos) << cuda;
   // The CPU's loop runs in blocks, each input prefetched ahead of its block.
   EXPECT_NE(cpu.find("for (long i = block; i < block_end; ++i)"), std::string::npos) << cpu;
-  EXPECT_LT(cpu.find("lt_kernel::lt_prefetch_block(in0, block + lt_kernel::kPrefetchAhead, n)"),
+  EXPECT_LT(cpu.find("lt_kernel::lt_prefetch_block(in0, block + lt_kernel::kPrefetchAhead)"),
             cpu.find("for (long i"))
       << cpu;
   EXPECT_EQ(cuda.find("prefetch"), std::string::npos) << cuda;

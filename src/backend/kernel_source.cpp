@@ -317,7 +317,7 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
     out += "  for (long block = 0; block < n; block += lt_kernel::kPrefetchBlock) {\n";
     for (int k = 0; k < program.num_inputs(); ++k) {
       out += "  lt_kernel::lt_prefetch_block(in" + std::to_string(k) +
-             ", block + lt_kernel::kPrefetchAhead, n);\n";
+             ", block + lt_kernel::kPrefetchAhead);\n";
     }
     out +=
         "  const long block_end = n - block < lt_kernel::kPrefetchBlock ? n : block + "

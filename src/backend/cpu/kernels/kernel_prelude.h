@@ -30,13 +30,15 @@ inline T lt_abs(T x) {
 // no faster.
 constexpr long kPrefetchBlock = 128;
 constexpr long kPrefetchAhead = 4 * kPrefetchBlock;
-// The cache lines of elements [first, first + kPrefetchBlock) of `array` when first is below
-// `n` (lines past the end are harmless: a prefetch never faults). The lines are counted at
-// compile time, unrolled: GCC deletes a loop of prefetches whose count it must compute. The
-// address is computed in integers, as it may lie past the array.
+// The cache lines of elements [first, first + kPrefetchBlock) of `array`, past the end of the
+// call's elements too: a reduction's calls, and those of a launch that gathers an input, cover
+// 1024 elements of a longer array, and asking for the next call's lines took a sum of squares
+// over [30522, 768] from 3.3-3.6 to 2.3-2.5 ms (lines past the end of an array are harmless: a
+// prefetch never faults). The lines are counted at compile time, unrolled: GCC deletes a loop
+// of prefetches whose count it must compute. The address is computed in integers, as it may
+// lie past the array.
 template <class T>
-inline void lt_prefetch_block(const T* array, long first, long n) {
-  if (first >= n) return;
+inline void lt_prefetch_block(const T* array, long first) {
   const unsigned long address =
       reinterpret_cast<unsigned long>(array) + static_cast<unsigned long>(first) * sizeof(T);
 #pragma GCC unroll 64
