@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -513,6 +514,38 @@ TEST_F(CodegenTest, ShortRowsAndInputsFoldedInPlaceMatchTheReference) {
     SCOPED_TRACE("output " + std::to_string(i));
     expect_same(outputs[i].to_vector<double>(), want[i], kF32Reduce);
   }
+}
+
+// f32 argmax over rows longer than a tile (several folds a row): the first of equal maxima, in
+// the same tile or a later one; the first NaN, before or after the maximum; rows of -inf, of
+// signed zeros, and rising to their last element.
+TEST_F(CodegenTest, F32ArgmaxMatchesTheReferenceOverTiesNaNsAndTiles) {
+  constexpr int64_t kCols = 2500;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> rows;
+  const auto add_row = [&](const std::function<float(int64_t)>& value) {
+    for (int64_t j = 0; j < kCols; ++j) rows.push_back(value(j));
+  };
+  add_row([&](int64_t) { return static_cast<float>(scalar(-3, 3)); });
+  add_row([&](int64_t) { return -inf; });
+  add_row([&](int64_t j) { return j == 300 || j == 2100 || j == 2400 ? 9.0f : 1.0f; });
+  add_row(
+      [&](int64_t j) { return j == 1500 ? static_cast<float>(kNaN) : (j == 2000 ? 7.0f : 0.0f); });
+  add_row([&](int64_t j) {
+    return j == 5 || j == 10 ? static_cast<float>(kNaN) : static_cast<float>(j);
+  });
+  add_row([&](int64_t j) { return j % 2 == 0 ? -0.0f : 0.0f; });
+  add_row([&](int64_t j) { return static_cast<float>(j); });
+  add_row([&](int64_t j) { return j == 17 || j == 1030 ? 5.0f : -1.0f; });
+  const Tensor x = lt::from_vector(rows, {static_cast<int64_t>(rows.size()) / kCols, kCols});
+  const Tensor indices = (x * 1.0).argmax(1);
+  const std::vector<double> want = lt::reference::evaluate(indices);
+  lt::mark_step();
+  EXPECT_EQ(indices.to_vector<double>(), want);
+  EXPECT_EQ(want[2], 300);
+  EXPECT_EQ(want[3], 1500);
+  EXPECT_EQ(want[4], 5);
+  EXPECT_EQ(want[7], 17);
 }
 
 // --- The generated source and the compiler, without the engine around them. ---

@@ -299,6 +299,20 @@ double fold(ReduceKind kind, const T* values, int64_t n, double acc) {
 // at position first + i of the run.
 template <class T>
 void argmax_fold(const T* values, int64_t n, int64_t first, double& best, int64_t& best_at) {
+  if constexpr (std::is_same_v<T, float>) {
+    // The run's largest f32 value (or NaN) from the vector fold, then its first position: the
+    // same answer as the loop below, which branches on every value (2 ms for [1024, 3072],
+    // eight times the maximum alone).
+    if (n == 0 || (first > 0 && best != best)) return;  // a NaN found before sticks
+    const float largest = max_or_nan(values, n);
+    const bool nan = largest != largest;
+    if (!nan && first > 0 && !(largest > best)) return;  // ties keep the first position
+    int64_t i = 0;
+    while (nan ? values[i] == values[i] : values[i] != largest) ++i;
+    best = values[i];
+    best_at = first + i;
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const double v = load_element(values[i]);
     if (first + i == 0 || (best == best && (v != v || v > best))) {
