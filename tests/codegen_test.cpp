@@ -474,12 +474,8 @@ TEST_F(CodegenTest, InPlaceKernelsWriteDonatedBuffersCorrectly) {
 }
 
 // Reductions fold the values a native kernel computes from their producers.
-TEST_F(CodegenTest, NativeReductionsMatchTheReference) {
-  const int64_t rows = 29;
-  const Tensor x = uniform({rows, 77}, -2, 2, DType::f32);
-  const Tensor y = uniform({rows, 77}, -2, 2, DType::f32);
-  const std::vector<Tensor> outputs = {(x * y + 1.0).sum({1}), (x - y).norm(),
-                                       x.exp().mean({0}, /*keepdim=*/true), (x + y).max({1})};
+// Runs `outputs` as one step and compares each with its reference, to f32 reduction tolerance.
+void expect_reductions_match_the_reference(const std::vector<Tensor>& outputs) {
   std::vector<std::vector<double>> want;
   for (const Tensor& t : outputs) want.push_back(lt::reference::evaluate(t));
   lt::mark_step();
@@ -487,6 +483,15 @@ TEST_F(CodegenTest, NativeReductionsMatchTheReference) {
     SCOPED_TRACE("output " + std::to_string(i));
     expect_same(outputs[i].to_vector<double>(), want[i], kF32Reduce);
   }
+}
+
+TEST_F(CodegenTest, NativeReductionsMatchTheReference) {
+  const int64_t rows = 29;
+  const Tensor x = uniform({rows, 77}, -2, 2, DType::f32);
+  const Tensor y = uniform({rows, 77}, -2, 2, DType::f32);
+  const std::vector<Tensor> outputs = {(x * y + 1.0).sum({1}), (x - y).norm(),
+                                       x.exp().mean({0}, /*keepdim=*/true), (x + y).max({1})};
+  expect_reductions_match_the_reference(outputs);
 }
 
 // Rows of at most half a tile share kernel calls (each row folded from its part of the tile),
@@ -507,13 +512,7 @@ TEST_F(CodegenTest, ShortRowsAndInputsFoldedInPlaceMatchTheReference) {
                                        columns.mean({0}),
                                        long_rows.sum({1}),
                                        long_rows.max({1})};
-  std::vector<std::vector<double>> want;
-  for (const Tensor& t : outputs) want.push_back(lt::reference::evaluate(t));
-  lt::mark_step();
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    SCOPED_TRACE("output " + std::to_string(i));
-    expect_same(outputs[i].to_vector<double>(), want[i], kF32Reduce);
-  }
+  expect_reductions_match_the_reference(outputs);
 }
 
 // f32 argmax over rows longer than a tile (several folds a row): the first of equal maxima, in
