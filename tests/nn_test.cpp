@@ -3,10 +3,12 @@
 // small fits trained with forward + backward + AdamW in one graph per step, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -340,6 +342,51 @@ TEST_F(RowGroups, CrossEntropyReadsTheLogitsInOneGroup) {
   }
   EXPECT_EQ(groups, 1);
   EXPECT_TRUE(std::isfinite(loss.item()));
+}
+
+// A bias gradient's column sum runs right after the launch that writes the output gradient it
+// sums (here layer norm's backward row group), before the products that read the same gradient:
+// in level order they came first (the input's gradient feeds the rest of the backward pass),
+// and the sum read the gradient from memory after them.
+TEST_F(RowGroups, BiasGradientSumRunsRightAfterTheGroupThatWritesItsInput) {
+  const lt_test::Restore restore([] { lt::profiler::stop(); });
+  const int64_t rows = 64, in = 32, hidden = 40, out = 48;
+  const Tensor x = lt::from_vector(values(rows * in), {4, rows / 4, in});
+  const Tensor w1 = lt::from_vector(values(hidden * in), {hidden, in}).requires_grad_();
+  const Tensor b1 = lt::from_vector(values(hidden), {hidden}).requires_grad_();
+  const Tensor w2 = lt::from_vector(values(out * hidden), {out, hidden}).requires_grad_();
+  const Tensor b2 = lt::from_vector(values(out), {out}).requires_grad_();
+  const Tensor gamma = lt::from_vector(values(out, 0.5, 1.5), {out});
+  lt::mark_step();
+  const Tensor h = lt::linear(x, w1, b1).tanh();
+  lt::layer_norm(lt::linear(h, w2, b2), {out}, gamma, gamma, 1e-5).tanh().sum().backward();
+  lt::profiler::start();
+  lt::mark_step();
+  lt::wait_device_ops();
+  lt::profiler::stop();
+  const lt_test::TempDir dir;
+  const std::string path = (dir.path() / "trace.json").string();
+  lt::profiler::write_chrome_trace(path);
+  std::ifstream trace_file(path);
+  const nlohmann::json trace = nlohmann::json::parse(trace_file);
+  std::vector<std::pair<double, std::string>> launches;  // start, "name: detail"
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "launch") continue;
+    launches.emplace_back(event.value("ts", 0.0),
+                          event.value("name", "") + ": " +
+                              event.value("args", nlohmann::json::object()).value("detail", ""));
+  }
+  std::stable_sort(launches.begin(), launches.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::string column_sum = "reduction kernel: reduction of 1 ops over [4, 16, 48] (dims 0 1)";
+  int sums = 0;
+  for (size_t i = 1; i < launches.size(); ++i) {
+    if (launches[i].second.rfind(column_sum, 0) != 0) continue;
+    ++sums;
+    EXPECT_EQ(launches[i - 1].second.rfind("row group:", 0), 0u) << launches[i - 1].second;
+  }
+  EXPECT_EQ(sums, 1);
+  EXPECT_TRUE(std::isfinite(b2.grad().sum().item()));
 }
 
 class Memory : public lt_test::EngineTest {};
