@@ -265,6 +265,39 @@ TEST_F(Autograd, LongChainsReleaseWithoutRecursion) {
 
 class RowGroups : public lt_test::EngineTest {};
 
+struct ProfiledLaunch {
+  std::string name;    // "row group", "matmul", "reduction kernel", ...
+  std::string detail;  // what it computed
+};
+
+// Cuts the traced step under the profiler and returns its launches in the order they ran, as
+// the profiler's timeline names them.
+std::vector<ProfiledLaunch> run_step_profiled() {
+  const lt_test::Restore restore([] { lt::profiler::stop(); });
+  lt::profiler::start();
+  lt::mark_step();
+  lt::wait_device_ops();
+  lt::profiler::stop();
+  const lt_test::TempDir dir;
+  const std::string path = (dir.path() / "trace.json").string();
+  lt::profiler::write_chrome_trace(path);
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::vector<std::pair<double, ProfiledLaunch>> launches;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "launch") continue;
+    launches.push_back(
+        {event.value("ts", 0.0),
+         {event.value("name", ""),
+          event.value("args", nlohmann::json::object()).value("detail", std::string())}});
+  }
+  std::stable_sort(launches.begin(), launches.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<ProfiledLaunch> in_order;
+  for (auto& [start, launch] : launches) in_order.push_back(std::move(launch));
+  return in_order;
+}
+
 // Softmax, layer norm and cross-entropy run their launches row block by row block; the values
 // are those of launch-by-launch runs, bit for bit (the same kernels fold the same elements).
 TEST_F(RowGroups, SoftmaxLayerNormAndCrossEntropyRunRowBlocksWithTheSameValues) {
@@ -301,7 +334,6 @@ TEST_F(RowGroups, SoftmaxLayerNormAndCrossEntropyRunRowBlocksWithTheSameValues) 
 // (the pick reads them from cache). Checked in the profiler's timeline, whose launch events
 // name what each launch computed.
 TEST_F(RowGroups, CrossEntropyReadsTheLogitsInOneGroup) {
-  const lt_test::Restore restore([] { lt::profiler::stop(); });
   const Tensor hidden = lt::from_vector(values(4 * 16 * 8), {4, 16, 8});
   const Tensor weight = lt::from_vector(values(40 * 8), {40, 8}).requires_grad_();
   std::vector<int64_t> ids;
@@ -311,27 +343,16 @@ TEST_F(RowGroups, CrossEntropyReadsTheLogitsInOneGroup) {
   const Tensor logits = lt::matmul(hidden, weight.t());
   const Tensor loss = lt::cross_entropy(logits.view({-1, 40}), targets);
   loss.backward();
-  lt::profiler::start();
-  lt::mark_step();
-  lt::wait_device_ops();
-  lt::profiler::stop();
-  const lt_test::TempDir dir;
-  const std::string path = (dir.path() / "trace.json").string();
-  lt::profiler::write_chrome_trace(path);
-  std::ifstream in(path);
-  const nlohmann::json trace = nlohmann::json::parse(in);
   const std::string row_reduction = "over [64, 40] (dims 1)";
   int groups = 0;
-  for (const nlohmann::json& event : trace["traceEvents"]) {
-    if (event.value("cat", "") != "launch") continue;
-    const std::string detail =
-        event.value("args", nlohmann::json::object()).value("detail", std::string());
-    SCOPED_TRACE(event.value("name", "") + ": " + detail);
+  for (const ProfiledLaunch& launch : run_step_profiled()) {
+    const std::string& detail = launch.detail;
+    SCOPED_TRACE(launch.name + ": " + detail);
     EXPECT_FALSE(detail.empty());
-    if (event["name"] == "reduction kernel") {
+    if (launch.name == "reduction kernel") {
       EXPECT_EQ(detail.find(row_reduction), std::string::npos);
     }
-    if (event["name"] != "row group" || detail.find(row_reduction) == std::string::npos) continue;
+    if (launch.name != "row group" || detail.find(row_reduction) == std::string::npos) continue;
     ++groups;
     int reductions = 0;
     for (size_t at = detail.find(row_reduction); at != std::string::npos;
@@ -349,7 +370,6 @@ TEST_F(RowGroups, CrossEntropyReadsTheLogitsInOneGroup) {
 // in level order they came first (the input's gradient feeds the rest of the backward pass),
 // and the sum read the gradient from memory after them.
 TEST_F(RowGroups, BiasGradientSumRunsRightAfterTheGroupThatWritesItsInput) {
-  const lt_test::Restore restore([] { lt::profiler::stop(); });
   const int64_t rows = 64, in = 32, hidden = 40, out = 48;
   const Tensor x = lt::from_vector(values(rows * in), {4, rows / 4, in});
   const Tensor w1 = lt::from_vector(values(hidden * in), {hidden, in}).requires_grad_();
@@ -360,30 +380,15 @@ TEST_F(RowGroups, BiasGradientSumRunsRightAfterTheGroupThatWritesItsInput) {
   lt::mark_step();
   const Tensor h = lt::linear(x, w1, b1).tanh();
   lt::layer_norm(lt::linear(h, w2, b2), {out}, gamma, gamma, 1e-5).tanh().sum().backward();
-  lt::profiler::start();
-  lt::mark_step();
-  lt::wait_device_ops();
-  lt::profiler::stop();
-  const lt_test::TempDir dir;
-  const std::string path = (dir.path() / "trace.json").string();
-  lt::profiler::write_chrome_trace(path);
-  std::ifstream trace_file(path);
-  const nlohmann::json trace = nlohmann::json::parse(trace_file);
-  std::vector<std::pair<double, std::string>> launches;  // start, "name: detail"
-  for (const nlohmann::json& event : trace["traceEvents"]) {
-    if (event.value("cat", "") != "launch") continue;
-    launches.emplace_back(event.value("ts", 0.0),
-                          event.value("name", "") + ": " +
-                              event.value("args", nlohmann::json::object()).value("detail", ""));
-  }
-  std::stable_sort(launches.begin(), launches.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  const std::string column_sum = "reduction kernel: reduction of 1 ops over [4, 16, 48] (dims 0 1)";
+  const std::vector<ProfiledLaunch> launches = run_step_profiled();
+  const std::string column_sum = "reduction of 1 ops over [4, 16, 48] (dims 0 1)";
   int sums = 0;
   for (size_t i = 1; i < launches.size(); ++i) {
-    if (launches[i].second.rfind(column_sum, 0) != 0) continue;
+    if (launches[i].name != "reduction kernel" || launches[i].detail.rfind(column_sum, 0) != 0) {
+      continue;
+    }
     ++sums;
-    EXPECT_EQ(launches[i - 1].second.rfind("row group:", 0), 0u) << launches[i - 1].second;
+    EXPECT_EQ(launches[i - 1].name, "row group") << launches[i - 1].detail;
   }
   EXPECT_EQ(sums, 1);
   EXPECT_TRUE(std::isfinite(b2.grad().sum().item()));
