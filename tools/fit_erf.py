@@ -37,7 +37,8 @@ def main():
     tail, tail_error = fit(lambda x: math.erfc(x) * math.exp(x * x), SPLIT, HIGH, 11,
                            lambda x: (x - center) / half, True)
     f32 = lambda v: "%.9ef" % float(np.float32(v))
-    print("// below %g: absolute error %.2g; above: relative error %.2g" % (SPLIT, small_error, tail_error))
+    print("// below %g: absolute error %.2g; above: relative error %.2g"
+          % (SPLIT, small_error, tail_error))
     print("t = fma(min(|x|, %s), %s, %s)" % (f32(HIGH), f32(1 / half), f32(-center / half)))
     print("P(x^2):", ", ".join(f32(c) for c in small[::-1]))
     print("Q(t):", ", ".join(f32(c) for c in tail[::-1]))
