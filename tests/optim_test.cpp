@@ -7,12 +7,14 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ir/op_semantics.h"
 #include "test_support.h"
 #include "trace/trace.h"
 
@@ -381,6 +383,63 @@ TEST_F(OptimTest, DynamicMapsGiveNearestCodes) {
       const double got = map[static_cast<size_t>(code[i])];
       ASSERT_LE(std::fabs(got - want), nearest + 1e-6 * std::fabs(want) + 1e-12)
           << x[i] << " took code " << code[i] << " (" << got << ")";
+    }
+  }
+}
+
+// The code arithmetic itself, on the host, over far more numbers than a kernel test takes: every
+// f32 within 64 ulps of each midpoint between neighbouring values, and every 4093rd f32 bit
+// pattern; each gets a nearest code (at a midpoint, as f32 rounds it, either neighbour), NaN
+// gets 0, and no bucket holds two midpoints.
+TEST_F(OptimTest, DynamicMapCodesAreNearestForEveryKindOfF32) {
+  for (bool is_unsigned : {false, true}) {
+    SCOPED_TRACE(is_unsigned ? "unsigned" : "signed");
+    const std::vector<double> map = dynamic_map(is_unsigned);
+    auto code_of = [&](float x) {
+      return static_cast<int>(is_unsigned ? lt_kernel::lt_dynamic8_code<true>(x)
+                                          : lt_kernel::lt_dynamic8_code<false>(x));
+    };
+    auto check = [&](float x) {
+      const int code = code_of(x);
+      if (std::isnan(x)) return code == 0;
+      const double want = is_unsigned ? std::max<double>(x, 0) : x;
+      const auto above = std::lower_bound(map.begin(), map.end(), want);
+      double nearest = INFINITY;
+      if (above != map.end()) nearest = *above - want;
+      if (above != map.begin()) nearest = std::min(nearest, want - *(above - 1));
+      const double slack = std::ldexp(std::fabs(want), -23);
+      return code >= 0 && code < 256 && std::fabs(map[code] - want) <= nearest + slack;
+    };
+    std::vector<double> midpoints;
+    for (size_t c = 0; c + 1 < map.size(); ++c) midpoints.push_back((map[c] + map[c + 1]) / 2);
+    for (double midpoint : midpoints) {
+      float x = static_cast<float>(midpoint);
+      for (int i = 0; i < 64; ++i) x = std::nextafter(x, -INFINITY);
+      for (int i = 0; i < 128; ++i, x = std::nextafter(x, INFINITY)) {
+        ASSERT_TRUE(check(x)) << x << " took code " << code_of(x);
+      }
+    }
+    for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4093) {
+      const auto pattern = static_cast<uint32_t>(bits);
+      float x;
+      std::memcpy(&x, &pattern, sizeof x);
+      ASSERT_TRUE(check(x)) << x << " took code " << code_of(x);
+    }
+    for (float x : {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN}) {
+      ASSERT_TRUE(check(x)) << x << " took code " << code_of(x);
+    }
+    // The buckets' premise: at most one midpoint (as f32) in each.
+    std::vector<int> per_bucket(lt_kernel::kLtBuckets);
+    for (double midpoint : midpoints) {
+      if (midpoint < 0) continue;  // the signed map's negative side mirrors its positive one
+      const float m = static_cast<float>(midpoint);
+      uint32_t bits;
+      std::memcpy(&bits, &m, sizeof bits);
+      const int64_t bucket =
+          int64_t{bits >> lt_kernel::kLtBucketLowBits} - lt_kernel::kLtFirstBucket;
+      ASSERT_GE(bucket, 1) << midpoint;
+      ASSERT_LT(bucket, lt_kernel::kLtBuckets) << midpoint;
+      EXPECT_LE(++per_bucket[bucket], 1) << "bucket " << bucket;
     }
   }
 }

@@ -52,17 +52,18 @@ inline T lt_philox_uniform(T seed, T offset, T position) {
 // signed). 256 sorted values: unsigned, code 0 is 0, 1..254 the levels, 255 is 1; signed, codes
 // 0..126 the negatives (largest magnitude first), 127 is 0, 128..254 the levels, 255 is 1.
 //
-// A value is a lookup by code. A code is arithmetic on the levels' structure, not a search of
-// the table: a binary search is eight dependent lookups, gathers that took 5 ns an element. The
-// level is a count of thresholds passed, its bin within the level one fused multiply-add,
-// exact in f32 alike in the interpreter (libm's fmaf) and in kernels (the instruction), so both
-// compute the same codes.
+// A value is a lookup by code. A code is the nearest value's: a magnitude's code counts the
+// midpoints between neighbouring values (rounded to f32) that lie below it. It is found by the
+// magnitude's bits rather than by a search of the table (a binary search is eight dependent
+// lookups) or by arithmetic on the levels (six threshold tests, then a bin within the level):
+// the exponent and the top 7 mantissa bits pick one of 3,200 buckets (25 binades from 2^-24),
+// which the midpoints split at most once each (the finest level's steps of 0.9 / 128 are wider
+// than any bucket of its binades). A bucket keeps the code of its lower end and the low bits of
+// the midpoint inside it, so a code is one lookup and one integer compare, alike in the
+// interpreter and in kernels; in the 8-bit AdamW kernel that took a quantization from 0.67 to
+// 0.26 ns an element (Intel Xeon, AVX-512).
 struct LtDynamicLevels {
-  float threshold[7];    // values above threshold[i] belong to level i or a higher one
-  float code_scale;      // level 0's bins: floor(a * code_scale + width * -1/9), width 1 or 2
-  float zero_threshold;  // values at most this are nearer to 0 than to the smallest level's
-  float one_threshold;   // values above this are nearer to 1 than to the largest level's
-  float values[256];     // the map, by code
+  float values[256];  // the map, by code
 };
 constexpr double lt_dynamic_scale(int level) {
   double scale = 1;
@@ -73,45 +74,74 @@ constexpr double lt_dynamic_value(bool is_unsigned, int level, int j) {
   const int k = (is_unsigned ? 2 : 1) << level;
   return lt_dynamic_scale(level) * (0.1 + 0.9 * (j + 0.5) / k);
 }
-constexpr LtDynamicLevels lt_make_dynamic_levels(bool is_unsigned) {
-  LtDynamicLevels levels{};
-  const int first = is_unsigned ? 2 : 1;
-  double positive[254] = {};
+// The map's values from 0 up (0, the levels, 1): `positive`, and their count.
+constexpr int lt_dynamic_positive_values(bool is_unsigned, double* positive) {
   int count = 0;
+  positive[count++] = 0.0;
   for (int i = 0; i < 7; ++i) {
-    const int k = first << i;
-    const double below = i == 0 ? 0.0 : lt_dynamic_value(is_unsigned, i - 1, k / 2 - 1);
-    levels.threshold[i] = static_cast<float>((below + lt_dynamic_value(is_unsigned, i, 0)) / 2);
+    const int k = (is_unsigned ? 2 : 1) << i;
     for (int j = 0; j < k; ++j) positive[count++] = lt_dynamic_value(is_unsigned, i, j);
   }
-  levels.code_scale = static_cast<float>(first / (0.9 * lt_dynamic_scale(0)));
-  levels.zero_threshold = static_cast<float>(lt_dynamic_value(is_unsigned, 0, 0) / 2);
-  levels.one_threshold =
-      static_cast<float>((lt_dynamic_value(is_unsigned, 6, (first << 6) - 1) + 1) / 2);
+  positive[count++] = 1.0;
+  return count;
+}
+constexpr LtDynamicLevels lt_make_dynamic_levels(bool is_unsigned) {
+  LtDynamicLevels levels{};
+  double positive[256] = {};
+  const int count = lt_dynamic_positive_values(is_unsigned, positive);
   int n = 0;
   if (!is_unsigned) {
-    for (int j = count - 1; j >= 0; --j) levels.values[n++] = static_cast<float>(-positive[j]);
+    for (int j = count - 2; j >= 1; --j) levels.values[n++] = static_cast<float>(-positive[j]);
   }
-  levels.values[n++] = 0.0f;
   for (int j = 0; j < count; ++j) levels.values[n++] = static_cast<float>(positive[j]);
-  levels.values[n++] = 1.0f;
   return levels;
 }
 inline constexpr LtDynamicLevels kLtSignedLevels = lt_make_dynamic_levels(false);
 inline constexpr LtDynamicLevels kLtUnsignedLevels = lt_make_dynamic_levels(true);
 
-// Written for the vectorizer: every arm of a select is computed before the select (it turns
-// selects between values into blends, but not arithmetic done on one side of a branch), the
-// level is a count of thresholds passed (selects on the ordered compares themselves let the
-// compiler thread jumps between them), and there is no float-to-int conversion (after a select,
-// the compiler moves the conversion, which may trap, into a branch).
-
-// floor(x) for x in [0, 2^22]: rounded to a whole number by adding and taking away 2^23, then
-// one less where that rounded up.
-inline float lt_floor_small(float x) {
-  const float rounded = (x + 8388608.0f) - 8388608.0f;
-  return rounded - (rounded > x ? 1.0f : 0.0f);
+inline constexpr int kLtBucketMantissaBits = 7, kLtBucketLowestExponent = -24;
+inline constexpr int kLtBuckets = 25 << kLtBucketMantissaBits;
+inline constexpr int kLtBucketLowBits = 23 - kLtBucketMantissaBits;
+// The first bucket's number among all of a positive f32's bits shifted by kLtBucketLowBits.
+inline constexpr int kLtFirstBucket = (127 + kLtBucketLowestExponent) << kLtBucketMantissaBits;
+// The split of a bucket no midpoint lies in: above every bucket's low bits.
+inline constexpr unsigned int kLtNoSplit = 1u << kLtBucketLowBits;
+struct LtDynamicBuckets {
+  // The code of the bucket's lower end, from 0 (zero) up (signed: the positive side), in the
+  // low 8 bits; above them the low bits of the midpoint inside the bucket, or kLtNoSplit.
+  unsigned int entry[kLtBuckets];
+};
+// The bits of a positive normal f32, by arithmetic (a constant expression without bit casts).
+constexpr unsigned int lt_positive_f32_bits(float value) {
+  double significand = value;
+  int exponent = 0;
+  while (significand >= 2) significand /= 2, ++exponent;
+  while (significand < 1) significand *= 2, --exponent;
+  const auto mantissa = static_cast<unsigned int>((significand - 1) * 8388608.0);
+  return static_cast<unsigned int>(exponent + 127) << 23 | mantissa;
 }
+constexpr LtDynamicBuckets lt_make_dynamic_buckets(bool is_unsigned) {
+  LtDynamicBuckets buckets{};
+  double positive[256] = {};
+  const int count = lt_dynamic_positive_values(is_unsigned, positive);
+  unsigned int midpoint[256] = {};  // in f32 bits; the last above every f32
+  for (int c = 0; c + 1 < count; ++c) {
+    midpoint[c] = lt_positive_f32_bits(static_cast<float>((positive[c] + positive[c + 1]) / 2));
+  }
+  midpoint[count - 1] = 0xffffffffu;
+  int code = 0;
+  for (int b = 0; b < kLtBuckets; ++b) {
+    const unsigned int low = static_cast<unsigned int>(kLtFirstBucket + b) << kLtBucketLowBits;
+    while (midpoint[code] < low) ++code;
+    const bool split = midpoint[code] < low + kLtNoSplit;
+    buckets.entry[b] = static_cast<unsigned int>(code) | (split ? midpoint[code] - low : kLtNoSplit)
+                                                             << 8;
+  }
+  return buckets;
+}
+template <bool Unsigned>
+inline constexpr LtDynamicBuckets kLtDynamicBuckets = lt_make_dynamic_buckets(Unsigned);
+
 // The value of a code (clamped to 0..255 and truncated; NaN reads code 0): a lookup, which
 // vectorizes as a gather (twice as fast as computing the value from the levels here).
 template <bool Unsigned, class T>
@@ -120,47 +150,30 @@ inline T lt_dynamic8_value(T code) {
   const int index = code > T(0) ? (code < T(255) ? static_cast<int>(code) : 255) : 0;
   return static_cast<T>(levels.values[index]);
 }
-// The nearest code: values are binned by the midpoints between neighbouring values (each level's
-// are evenly spaced, so its bins are floor(a * scale + shift)), in f32, so a value within f32's
-// rounding of a midpoint may take either neighbour. A NaN gets code 0: quantized state holds no
-// NaN.
+// The nearest code; at a midpoint (to f32), the one nearer 0. Magnitudes below the first
+// bucket take its code (0) and above the last its code (1's); a NaN gets code 0: quantized
+// state holds no NaN. Written for the vectorizer: integer selects, no branch.
 template <bool Unsigned, class T>
 inline T lt_dynamic8_code(T x) {
-  const LtDynamicLevels& levels = Unsigned ? kLtUnsignedLevels : kLtSignedLevels;
   const float xf = static_cast<float>(x);
-  const bool negative = xf < 0.0f;
-  // Unsigned maps have nothing below 0: negative values take code 0 (the value 0).
-  const float negated = Unsigned ? 0.0f : -xf;
-  const float a = negative ? negated : xf;
-  // The level's constants, as products of per-threshold factors (each threshold passed doubles
-  // the width and scales the bin scale by k_i / k_(i-1) / 10).
-  float width = Unsigned ? 2.0f : 1.0f, scale = levels.code_scale;
-#pragma GCC unroll 8
-  for (int i = 1; i < 7; ++i) {
-    const bool above = a > levels.threshold[i];
-    width *= above ? 2.0f : 1.0f;
-    scale *= above ? 0.2f : 1.0f;
-  }
-  const float shift = width * (-1.0f / 9.0f);
-  // The bin, clamped to the level (NaN to its first bin).
-  const float t = __builtin_fmaf(a, scale, shift), last = width - 1.0f;
-  const float low_clamped = t > 0.0f ? t : 0.0f;
-  const float j = lt_floor_small(low_clamped < last ? low_clamped : last);
-  // The level's first value sits at width - first among the positive values.
-  const float p = width - (Unsigned ? 2.0f : 1.0f) + j;
-  float code;
+  unsigned int bits;
+  __builtin_memcpy(&bits, &xf, 4);
+  const unsigned int magnitude = bits & 0x7fffffffu;
+  const int bucket = static_cast<int>(magnitude >> kLtBucketLowBits) - kLtFirstBucket;
+  const int index = bucket < 0 ? 0 : (bucket < kLtBuckets ? bucket : kLtBuckets - 1);
+  const unsigned int entry = kLtDynamicBuckets<Unsigned>.entry[index];
+  const int above = (magnitude & (kLtNoSplit - 1)) > (entry >> 8) ? 1 : 0;
+  const int positive = static_cast<int>(entry & 0xffu) + above;
+  int code;
   if constexpr (Unsigned) {
-    const float level_code = p + 1.0f;
-    const float top_code = a > levels.one_threshold ? 255.0f : level_code;
-    code = a <= levels.zero_threshold ? 0.0f : top_code;
+    // Nothing below 0: negative values take code 0 (the value 0).
+    code = xf < 0.0f ? 0 : positive;
   } else {
     // No -1 in the signed map: large negative values take the largest negative level value.
-    const float negative_code = 126.0f - p, positive_code = p + 128.0f;
-    const float top_code = a > levels.one_threshold ? 255.0f : positive_code;
-    const float signed_code = negative ? negative_code : top_code;
-    code = a <= levels.zero_threshold ? 127.0f : signed_code;
+    const int negative = 127 - positive;
+    code = xf < 0.0f ? (negative > 0 ? negative : 0) : 127 + positive;
   }
-  return static_cast<T>(xf == xf ? code : 0.0f);
+  return static_cast<T>(xf == xf ? static_cast<float>(code) : 0.0f);
 }
 
 // Conversions between dtypes, in registers. Every dtype is computed in its storage type but

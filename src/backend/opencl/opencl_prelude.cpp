@@ -384,39 +384,24 @@ static inline int lt_bernoulli(double key, double probability, uint position) {
   return (bits >> 8) < threshold ? 1 : 0;
 }
 
-/* The 8-bit maps, their tables printed from the CPU's (lt_dynamic8_* in ir/op_semantics.h). */
-static inline float lt_floor_small(float x) {
-  const float rounded = (x + 8388608.0f) - 8388608.0f;
-  return rounded - (rounded > x ? 1.0f : 0.0f);
-}
-static inline float lt_dynamic8_code(__constant const LtDynamicLevels* levels, bool is_unsigned,
-                                     float xf) {
-  const bool negative = xf < 0.0f;
-  const float negated = is_unsigned ? 0.0f : -xf;
-  const float a = negative ? negated : xf;
-  float width = is_unsigned ? 2.0f : 1.0f, scale = levels->code_scale;
-  for (int i = 1; i < 7; ++i) {
-    const bool above = a > levels->threshold[i];
-    width *= above ? 2.0f : 1.0f;
-    scale *= above ? 0.2f : 1.0f;
-  }
-  const float shift = width * (-1.0f / 9.0f);
-  const float t = fma(a, scale, shift), last = width - 1.0f;
-  const float low_clamped = t > 0.0f ? t : 0.0f;
-  const float j = lt_floor_small(low_clamped < last ? low_clamped : last);
-  const float p = width - (is_unsigned ? 2.0f : 1.0f) + j;
-  float code;
+/* The 8-bit maps, their tables and bucket constants printed from the CPU's (lt_dynamic8_* in
+   ir/op_semantics.h): a code is its magnitude's bucket's lower code, one more above the
+   bucket's midpoint. */
+static inline float lt_dynamic8_code(__constant const uint* buckets, bool is_unsigned, float xf) {
+  const uint magnitude = as_uint(xf) & 0x7fffffffu;
+  const int bucket = (int)(magnitude >> LT_BUCKET_LOW_BITS) - LT_FIRST_BUCKET;
+  const int index = bucket < 0 ? 0 : (bucket < LT_BUCKETS ? bucket : LT_BUCKETS - 1);
+  const uint entry = buckets[index];
+  const int above = (magnitude & (LT_NO_SPLIT - 1u)) > (entry >> 8) ? 1 : 0;
+  const int positive = (int)(entry & 0xffu) + above;
+  int code;
   if (is_unsigned) {
-    const float level_code = p + 1.0f;
-    const float top_code = a > levels->one_threshold ? 255.0f : level_code;
-    code = a <= levels->zero_threshold ? 0.0f : top_code;
+    code = xf < 0.0f ? 0 : positive;
   } else {
-    const float negative_code = 126.0f - p, positive_code = p + 128.0f;
-    const float top_code = a > levels->one_threshold ? 255.0f : positive_code;
-    const float signed_code = negative ? negative_code : top_code;
-    code = a <= levels->zero_threshold ? 127.0f : signed_code;
+    const int negative = 127 - positive;
+    code = xf < 0.0f ? (negative > 0 ? negative : 0) : 127 + positive;
   }
-  return xf == xf ? code : 0.0f;
+  return xf == xf ? (float)code : 0.0f;
 }
 #define LT_DYNAMIC8(T)                                                                     \
   /* A code's table index, clamped and truncated in the code's own type (NaN reads 0). */  \
@@ -427,13 +412,13 @@ static inline float lt_dynamic8_code(__constant const LtDynamicLevels* levels, b
     return (T)lt_signed_levels.values[lt_dynamic8_index(code)];                            \
   }                                                                                        \
   LT_FN T lt_quantize_signed8(T x) {                                                       \
-    return (T)lt_dynamic8_code(&lt_signed_levels, false, (float)x);                        \
+    return (T)lt_dynamic8_code(lt_signed_buckets, false, (float)x);                        \
   }                                                                                        \
   LT_FN T lt_dequantize_unsigned8(T code) {                                                \
     return (T)lt_unsigned_levels.values[lt_dynamic8_index(code)];                          \
   }                                                                                        \
   LT_FN T lt_quantize_unsigned8(T x) {                                                     \
-    return (T)lt_dynamic8_code(&lt_unsigned_levels, true, (float)x);                       \
+    return (T)lt_dynamic8_code(lt_unsigned_buckets, true, (float)x);                       \
   }
 LT_DYNAMIC8(float)
 LT_DYNAMIC8(double)

@@ -39,13 +39,22 @@ std::string float_literal(float value) {
 
 std::string levels_table(const char* name, const lt_kernel::LtDynamicLevels& levels) {
   std::string out = "__constant LtDynamicLevels " + std::string(name) + " = {{";
-  for (int i = 0; i < 7; ++i) out += (i ? ", " : "") + float_literal(levels.threshold[i]);
-  out += "}, " + float_literal(levels.code_scale) + ", " + float_literal(levels.zero_threshold) +
-         ", " + float_literal(levels.one_threshold) + ", {";
   for (int i = 0; i < 256; ++i) {
     out += (i ? (i % 8 ? ", " : ",\n  ") : "") + float_literal(levels.values[i]);
   }
   return out + "}};\n";
+}
+
+std::string buckets_table(const char* name, const lt_kernel::LtDynamicBuckets& buckets) {
+  std::string out = "__constant uint " + std::string(name) + "[" +
+                    std::to_string(lt_kernel::kLtBuckets) + "] = {";
+  char entry[16];
+  for (int i = 0; i < lt_kernel::kLtBuckets; ++i) {
+    std::snprintf(entry, sizeof entry, "%s0x%xu", i ? (i % 8 ? ", " : ",\n  ") : "",
+                  buckets.entry[i]);
+    out += entry;
+  }
+  return out + "};\n";
 }
 
 // Each op of the table as a function per register type it has kernels for, its body the
@@ -100,12 +109,16 @@ std::string generate_source(const std::vector<const compiler::KernelProgram*>& p
       "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
       "#pragma OPENCL FP_CONTRACT OFF\n"
       "typedef struct {\n"
-      "  float threshold[7];\n"
-      "  float code_scale, zero_threshold, one_threshold;\n"
       "  float values[256];\n"
       "} LtDynamicLevels;\n";
   source += levels_table("lt_signed_levels", lt_kernel::kLtSignedLevels);
   source += levels_table("lt_unsigned_levels", lt_kernel::kLtUnsignedLevels);
+  source += "#define LT_BUCKETS " + std::to_string(lt_kernel::kLtBuckets) +
+            "\n#define LT_BUCKET_LOW_BITS " + std::to_string(lt_kernel::kLtBucketLowBits) +
+            "\n#define LT_FIRST_BUCKET " + std::to_string(lt_kernel::kLtFirstBucket) +
+            "\n#define LT_NO_SPLIT " + std::to_string(lt_kernel::kLtNoSplit) + "u\n";
+  source += buckets_table("lt_signed_buckets", lt_kernel::kLtDynamicBuckets<false>);
+  source += buckets_table("lt_unsigned_buckets", lt_kernel::kLtDynamicBuckets<true>);
   source += kPrelude;
   source += op_functions();
   for (size_t i = 0; i < programs.size(); ++i) {
