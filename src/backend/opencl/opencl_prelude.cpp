@@ -386,7 +386,8 @@ static inline int lt_bernoulli(double key, double probability, uint position) {
 
 /* The 8-bit maps, their tables and bucket constants printed from the CPU's (lt_dynamic8_* in
    ir/op_semantics.h): a code is its magnitude's bucket's lower code, one more above the
-   bucket's midpoint. */
+   bucket's midpoint. The buckets are printed only for programs that quantize. */
+#ifdef LT_BUCKETS
 static inline float lt_dynamic8_code(__constant const uint* buckets, bool is_unsigned, float xf) {
   const uint magnitude = as_uint(xf) & 0x7fffffffu;
   const int bucket = (int)(magnitude >> LT_BUCKET_LOW_BITS) - LT_FIRST_BUCKET;
@@ -403,7 +404,18 @@ static inline float lt_dynamic8_code(__constant const uint* buckets, bool is_uns
   }
   return xf == xf ? (float)code : 0.0f;
 }
-#define LT_DYNAMIC8(T)                                                                     \
+#define LT_QUANTIZE8(T)                                                                    \
+  LT_FN T lt_quantize_signed8(T x) {                                                       \
+    return (T)lt_dynamic8_code(lt_signed_buckets, false, (float)x);                        \
+  }                                                                                        \
+  LT_FN T lt_quantize_unsigned8(T x) {                                                     \
+    return (T)lt_dynamic8_code(lt_unsigned_buckets, true, (float)x);                       \
+  }
+LT_QUANTIZE8(float)
+LT_QUANTIZE8(double)
+#undef LT_QUANTIZE8
+#endif
+#define LT_DEQUANTIZE8(T)                                                                  \
   /* A code's table index, clamped and truncated in the code's own type (NaN reads 0). */  \
   LT_FN int lt_dynamic8_index(T code) {                                                    \
     return code > (T)0 ? (code < (T)255 ? (int)code : 255) : 0;                            \
@@ -411,18 +423,12 @@ static inline float lt_dynamic8_code(__constant const uint* buckets, bool is_uns
   LT_FN T lt_dequantize_signed8(T code) {                                                  \
     return (T)lt_signed_levels.values[lt_dynamic8_index(code)];                            \
   }                                                                                        \
-  LT_FN T lt_quantize_signed8(T x) {                                                       \
-    return (T)lt_dynamic8_code(lt_signed_buckets, false, (float)x);                        \
-  }                                                                                        \
   LT_FN T lt_dequantize_unsigned8(T code) {                                                \
     return (T)lt_unsigned_levels.values[lt_dynamic8_index(code)];                          \
-  }                                                                                        \
-  LT_FN T lt_quantize_unsigned8(T x) {                                                     \
-    return (T)lt_dynamic8_code(lt_unsigned_buckets, true, (float)x);                       \
   }
-LT_DYNAMIC8(float)
-LT_DYNAMIC8(double)
-#undef LT_DYNAMIC8
+LT_DEQUANTIZE8(float)
+LT_DEQUANTIZE8(double)
+#undef LT_DEQUANTIZE8
 )CL";
 
 }  // namespace lt::backend::opencl

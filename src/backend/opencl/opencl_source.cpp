@@ -57,15 +57,21 @@ std::string buckets_table(const char* name, const lt_kernel::LtDynamicBuckets& b
   return out + "};\n";
 }
 
+bool is_quantization(ir::OpKind op) {
+  return op == ir::OpKind::QuantizeSigned8 || op == ir::OpKind::QuantizeUnsigned8;
+}
+
 // Each op of the table as a function per register type it has kernels for, its body the
 // table's expression: `T` names the register type, and `T(x)`, C++'s functional cast, is a
-// macro for the C cast.
-std::string op_functions() {
+// macro for the C cast. The 8-bit quantizations only where a program has one: their bucket
+// tables are 6,400 entries of source.
+std::string op_functions(bool quantizes) {
   std::string out = "#define T(x) ((T)(x))\n";
   for (size_t k = 0; k < sizeof kOpRows / sizeof kOpRows[0]; ++k) {
     const OpRow& row = kOpRows[k];
     // The rows are the enum's, in order, from Identity on.
     const auto op = static_cast<ir::OpKind>(static_cast<size_t>(ir::OpKind::Identity) + k);
+    if (is_quantization(op) && !quantizes) continue;
     std::set<std::string> types;
     for (size_t d = 0; d < kNumDTypes; ++d) {
       const DType dtype = kDTypeInfos[d].dtype;
@@ -113,14 +119,22 @@ std::string generate_source(const std::vector<const compiler::KernelProgram*>& p
       "} LtDynamicLevels;\n";
   source += levels_table("lt_signed_levels", lt_kernel::kLtSignedLevels);
   source += levels_table("lt_unsigned_levels", lt_kernel::kLtUnsignedLevels);
-  source += "#define LT_BUCKETS " + std::to_string(lt_kernel::kLtBuckets) +
-            "\n#define LT_BUCKET_LOW_BITS " + std::to_string(lt_kernel::kLtBucketLowBits) +
-            "\n#define LT_FIRST_BUCKET " + std::to_string(lt_kernel::kLtFirstBucket) +
-            "\n#define LT_NO_SPLIT " + std::to_string(lt_kernel::kLtNoSplit) + "u\n";
-  source += buckets_table("lt_signed_buckets", lt_kernel::kLtDynamicBuckets<false>);
-  source += buckets_table("lt_unsigned_buckets", lt_kernel::kLtDynamicBuckets<true>);
+  bool quantizes = false;
+  for (const compiler::KernelProgram* program : programs) {
+    for (const compiler::Instr& instr : program->instrs) {
+      quantizes |= instr.kind == compiler::InstrKind::Op && is_quantization(instr.op);
+    }
+  }
+  if (quantizes) {
+    source += "#define LT_BUCKETS " + std::to_string(lt_kernel::kLtBuckets) +
+              "\n#define LT_BUCKET_LOW_BITS " + std::to_string(lt_kernel::kLtBucketLowBits) +
+              "\n#define LT_FIRST_BUCKET " + std::to_string(lt_kernel::kLtFirstBucket) +
+              "\n#define LT_NO_SPLIT " + std::to_string(lt_kernel::kLtNoSplit) + "u\n";
+    source += buckets_table("lt_signed_buckets", lt_kernel::kLtDynamicBuckets<false>);
+    source += buckets_table("lt_unsigned_buckets", lt_kernel::kLtDynamicBuckets<true>);
+  }
   source += kPrelude;
-  source += op_functions();
+  source += op_functions(quantizes);
   for (size_t i = 0; i < programs.size(); ++i) {
     source += render_kernel(*programs[i], symbols[i], KernelDialect::opencl);
   }
