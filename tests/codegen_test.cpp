@@ -502,6 +502,8 @@ TEST_F(CodegenTest, ShortRowsAndInputsFoldedInPlaceMatchTheReference) {
   const Tensor tall = uniform({40, 77}, -2, 2, DType::f32);
   const Tensor half_tile = uniform({33, 512}, -2, 2, DType::f32).to(DType::bf16);
   const Tensor columns = uniform({1000, 3}, -2, 2, DType::f32);
+  // Rows folded in place four at a time, and the rest one by one.
+  const Tensor wide_columns = uniform({1003, 70}, -2, 2, DType::f32);
   const Tensor long_rows = uniform({3, 2500}, -2, 2, DType::f32);
   const std::vector<Tensor> outputs = {narrow.sum({1}),
                                        (narrow * 2.0).max({1}),
@@ -510,6 +512,7 @@ TEST_F(CodegenTest, ShortRowsAndInputsFoldedInPlaceMatchTheReference) {
                                        half_tile.sum({1}),
                                        columns.sum({0}),
                                        columns.mean({0}),
+                                       wide_columns.sum({0}),
                                        long_rows.sum({1}),
                                        long_rows.max({1})};
   expect_reductions_match_the_reference(outputs);
