@@ -518,6 +518,28 @@ TEST_F(CodegenTest, ShortRowsAndInputsFoldedInPlaceMatchTheReference) {
   expect_reductions_match_the_reference(outputs);
 }
 
+// A column sum of an f32 tensor as stored folds its rows where they lie, four at a time; one of
+// a kernel's output folds each row from the kernel's tile. Both add the same values in the same
+// order: the same bits (x * 1 is x). Rows of 2^80 and -2^80 between small values make each
+// column's sum depend on the order of its adds: an f64 sum that meets 2^80 forgets what it held,
+// and is left with what comes after the -2^80.
+TEST_F(CodegenTest, ColumnSumsInPlaceAndThroughAKernelAreTheSameBits) {
+  for (const Shape& shape : {Shape{1003, 70}, Shape{1024, 768}, Shape{7, 5}}) {
+    SCOPED_TRACE(shape.str());
+    std::vector<float> values(static_cast<size_t>(shape.numel()));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int64_t row = static_cast<int64_t>(i) / shape[1];
+      values[i] = row % 4 == 1   ? 0x1p80f
+                  : row % 4 == 2 ? -0x1p80f
+                                 : static_cast<float>(scalar(-1, 1));
+    }
+    const Tensor x = lt::from_vector(values, shape);
+    const Tensor in_place = x.sum({0}), through_kernel = (x * 1.0).sum({0});
+    lt::mark_step();
+    EXPECT_EQ(in_place.to_vector<double>(), through_kernel.to_vector<double>());
+  }
+}
+
 // f32 argmax over rows longer than a tile (several folds a row): the first of equal maxima, in
 // the same tile or a later one; the first NaN, before or after the maximum; rows of -inf, of
 // signed zeros, and rising to their last element.

@@ -389,8 +389,9 @@ TEST_F(OptimTest, DynamicMapsGiveNearestCodes) {
 
 // The code arithmetic itself, on the host, over far more numbers than a kernel test takes: every
 // f32 within 64 ulps of each midpoint between neighbouring values, and every 4093rd f32 bit
-// pattern; each gets a nearest code (at a midpoint, as f32 rounds it, either neighbour), NaN
-// gets 0, and no bucket holds two midpoints.
+// pattern. Each gets the nearest code, or its neighbour only where it lies between the exact
+// midpoint and that midpoint rounded to f32; at a midpoint as f32 rounds it, the code nearer 0.
+// Beyond the map's ends (and at infinity) the end codes, NaN 0; no bucket holds two midpoints.
 TEST_F(OptimTest, DynamicMapCodesAreNearestForEveryKindOfF32) {
   for (bool is_unsigned : {false, true}) {
     SCOPED_TRACE(is_unsigned ? "unsigned" : "signed");
@@ -403,17 +404,27 @@ TEST_F(OptimTest, DynamicMapCodesAreNearestForEveryKindOfF32) {
       const int code = code_of(x);
       if (std::isnan(x)) return code == 0;
       const double want = is_unsigned ? std::max<double>(x, 0) : x;
-      const auto above = std::lower_bound(map.begin(), map.end(), want);
-      double nearest = INFINITY;
-      if (above != map.end()) nearest = *above - want;
-      if (above != map.begin()) nearest = std::min(nearest, want - *(above - 1));
-      const double slack = std::ldexp(std::fabs(want), -23);
-      return code >= 0 && code < 256 && std::fabs(map[code] - want) <= nearest + slack;
+      if (want >= 1) return code == 255;
+      if (want <= map.front()) return code == 0;  // signed: no -1, the largest negative level
+      if (code < 0 || code > 255) return false;
+      const auto above = std::lower_bound(map.begin(), map.end(), want) - map.begin();
+      const int64_t nearest =
+          above == 0 || map[above] - want < want - map[above - 1] ? above : above - 1;
+      const double got_distance = std::fabs(map[code] - want);
+      if (got_distance <= std::fabs(map[nearest] - want)) return true;
+      if (std::abs(code - nearest) != 1) return false;
+      const double midpoint = (map[code] + map[nearest]) / 2;
+      const double rounded = static_cast<float>(midpoint);
+      return want >= std::min(midpoint, rounded) && want <= std::max(midpoint, rounded);
     };
     std::vector<double> midpoints;
-    for (size_t c = 0; c + 1 < map.size(); ++c) midpoints.push_back((map[c] + map[c + 1]) / 2);
-    for (double midpoint : midpoints) {
-      float x = static_cast<float>(midpoint);
+    for (size_t c = 0; c + 1 < map.size(); ++c) {
+      const double midpoint = (map[c] + map[c + 1]) / 2;
+      midpoints.push_back(midpoint);
+      // At the midpoint as f32: the neighbour nearer 0.
+      const float tie = static_cast<float>(midpoint);
+      ASSERT_EQ(code_of(tie), static_cast<int>(midpoint > 0 ? c : c + 1)) << tie;
+      float x = tie;
       for (int i = 0; i < 64; ++i) x = std::nextafter(x, -INFINITY);
       for (int i = 0; i < 128; ++i, x = std::nextafter(x, INFINITY)) {
         ASSERT_TRUE(check(x)) << x << " took code " << code_of(x);
@@ -425,7 +436,8 @@ TEST_F(OptimTest, DynamicMapCodesAreNearestForEveryKindOfF32) {
       std::memcpy(&x, &pattern, sizeof x);
       ASSERT_TRUE(check(x)) << x << " took code " << code_of(x);
     }
-    for (float x : {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN}) {
+    for (float x : {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN,
+                    1e-30f, -1e-30f, 1e-40f, -1e-40f}) {
       ASSERT_TRUE(check(x)) << x << " took code " << code_of(x);
     }
     // The buckets' premise: at most one midpoint (as f32) in each.
