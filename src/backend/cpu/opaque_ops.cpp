@@ -13,6 +13,7 @@
 #include "distributed/process_group.h"
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
+#include "lazytensor/profiler.h"
 #include "metrics/metrics_registry.h"
 
 namespace lt::backend::cpu {
@@ -140,6 +141,29 @@ MatrixLayout classify(int64_t rows, int64_t cols, int64_t row_stride, int64_t co
   return {};
 }
 
+// A library product as the timeline names it (a span of category "gemm" inside its launch,
+// without the operand copies the launch may make first): every argument the call takes but the
+// data, so that bench/gemm_replay_benchmark can make the same call again alone.
+std::string describe_gemm_call(DType dtype, DType result, bool trans_a, bool trans_b, int64_t m,
+                               int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                               const GemmBatch* batch) {
+  std::string text = std::string("dtype=") + dtype_name(dtype) + " result=" + dtype_name(result) +
+                     " trans_a=" + (trans_a ? "1" : "0") + " trans_b=" + (trans_b ? "1" : "0") +
+                     " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                     " k=" + std::to_string(k) + " lda=" + std::to_string(lda) +
+                     " ldb=" + std::to_string(ldb);
+  if (batch == nullptr) return text;
+  auto list = [&](const int64_t* values) {
+    std::string joined;
+    for (int d = 0; d < batch->rank; ++d) {
+      joined += (d == 0 ? "" : ",") + std::to_string(values[d]);
+    }
+    return joined;
+  };
+  return text + " batch=" + list(batch->sizes) + " a_strides=" + list(batch->a_strides) +
+         " b_strides=" + list(batch->b_strides);
+}
+
 void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
   StridedOperand a = op.operands[0], b = op.operands[1];
   const int ra = a.shape.rank(), rb = b.shape.rank(), rc = op.output_shape.rank();
@@ -188,8 +212,14 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
     expected *= op.output_shape[d];
   }
   if (stacked || batches == 1) {
-    gemm(operand_dtype, op.output_dtype, la.trans, lb.trans, stacked ? batches * m : m, n, k, 1.0,
-         a_base, la.ld, b_base, lb.ld, 0.0, c, n);
+    const int64_t rows = stacked ? batches * m : m;
+    const std::string call = profiler::enabled()
+                                 ? describe_gemm_call(operand_dtype, op.output_dtype, la.trans,
+                                                      lb.trans, rows, n, k, la.ld, lb.ld, nullptr)
+                                 : std::string();
+    const profiler::Scope span("library product", "gemm", call);
+    gemm(operand_dtype, op.output_dtype, la.trans, lb.trans, rows, n, k, 1.0, a_base, la.ld, b_base,
+         lb.ld, 0.0, c, n);
     return;
   }
   // The batch dims of size 1 dropped.
@@ -202,6 +232,11 @@ void run_matmul(const OpaqueOp& op, const std::vector<void*>& slots) {
     batch.b_strides[batch.rank] = sb[d];
     ++batch.rank;
   }
+  const std::string call = profiler::enabled()
+                               ? describe_gemm_call(operand_dtype, op.output_dtype, la.trans,
+                                                    lb.trans, m, n, k, la.ld, lb.ld, &batch)
+                               : std::string();
+  const profiler::Scope span("library product", "gemm", call);
   gemm_batched(operand_dtype, op.output_dtype, la.trans, lb.trans, m, n, k, a_base, la.ld, b_base,
                lb.ld, c, batch);
 }
