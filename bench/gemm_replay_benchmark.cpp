@@ -20,6 +20,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/gemm.h"
 #include "engine_timing.h"
@@ -110,18 +113,25 @@ std::vector<char> random_operand(DType dtype, int64_t count, std::mt19937& rng) 
   return bytes;
 }
 
-// Reads 192 MiB of this benchmark's own (a line at a time), so that the caches hold none of a
-// call's operands afterwards, and no dirty line of ours for the next call to write back.
-void evict_caches() {
-  static const std::vector<uint64_t> sweep((size_t{192} << 20) / sizeof(uint64_t), 1);
+// Takes `bytes` at `data` out of every cache level (written back first where dirty), so that
+// the next call reads them from memory. Elsewhere than x86-64, reads 1 GiB of its own instead.
+void evict(const std::vector<char>& data) {
+#if defined(__x86_64__)
+  for (size_t at = 0; at < data.size(); at += 64) _mm_clflush(data.data() + at);
+  _mm_mfence();
+#else
+  static const std::vector<uint64_t> sweep((size_t{1} << 30) / sizeof(uint64_t), 1);
   uint64_t total = 0;
   for (size_t i = 0; i < sweep.size(); i += 8) total += sweep[i];
   volatile uint64_t kept = total;  // the reads must happen
   (void)kept;
+  (void)data;
+#endif
 }
 
 // Microseconds of one call alone, warm (the same operands called again: in cache where they
-// fit) and cold (the caches swept before each call): medians of 15 after 3 warm-ups.
+// fit) and cold (operands and result flushed from the caches before each call): medians of 15
+// after 3 warm-ups.
 std::pair<double, double> alone_us(const Call& call, std::mt19937& rng) {
   const int64_t a_rows = call.trans_a ? call.k : call.m;
   const int64_t b_rows = call.trans_b ? call.n : call.k;
@@ -146,7 +156,9 @@ std::pair<double, double> alone_us(const Call& call, std::mt19937& rng) {
   auto median_of_calls = [&](bool cold) {
     std::vector<double> times;
     for (int i = 0; i < 18; ++i) {
-      if (cold) evict_caches();
+      if (cold) {
+        for (const std::vector<char>* data : {&a, &b, &c}) evict(*data);
+      }
       const auto start = std::chrono::steady_clock::now();
       run();
       const auto end = std::chrono::steady_clock::now();
