@@ -7,7 +7,9 @@
 // "alone / in step" under 1 is time the step loses around the library: cold operands, threads
 // waking, the cache state other launches leave.
 //
-// Usage: gemm_replay_benchmark TRACE [--skip N]   (N executions left out first, default 3)
+// Usage: gemm_replay_benchmark TRACE [--skip N] [--cold WHICH]
+//   N: executions left out first (default 3); WHICH: what the cold calls flush from the caches,
+//   any of a (operand A), b (operand B), c (the result); default abc.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -132,7 +134,8 @@ void evict(const std::vector<char>& data) {
 // Microseconds of one call alone, warm (the same operands called again: in cache where they
 // fit) and cold (operands and result flushed from the caches before each call): medians of 15
 // after 3 warm-ups.
-std::pair<double, double> alone_us(const Call& call, std::mt19937& rng) {
+std::pair<double, double> alone_us(const Call& call, const std::string& cold_buffers,
+                                   std::mt19937& rng) {
   const int64_t a_rows = call.trans_a ? call.k : call.m;
   const int64_t b_rows = call.trans_b ? call.n : call.k;
   std::vector<char> a =
@@ -157,7 +160,9 @@ std::pair<double, double> alone_us(const Call& call, std::mt19937& rng) {
     std::vector<double> times;
     for (int i = 0; i < 18; ++i) {
       if (cold) {
-        for (const std::vector<char>* data : {&a, &b, &c}) evict(*data);
+        if (cold_buffers.find('a') != std::string::npos) evict(a);
+        if (cold_buffers.find('b') != std::string::npos) evict(b);
+        if (cold_buffers.find('c') != std::string::npos) evict(c);
       }
       const auto start = std::chrono::steady_clock::now();
       run();
@@ -194,12 +199,14 @@ struct Seen {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s TRACE [--skip N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TRACE [--skip N] [--cold abc]\n", argv[0]);
     return 2;
   }
   size_t skip = 3;
+  std::string cold_buffers = "abc";
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--skip") == 0) skip = static_cast<size_t>(std::stoul(argv[i + 1]));
+    if (std::strcmp(argv[i], "--cold") == 0) cold_buffers = argv[i + 1];
   }
   try {
     std::ifstream file(argv[1]);
@@ -258,7 +265,7 @@ int main(int argc, char** argv) {
     for (const auto& [detail, s] : seen) {
       const Call call = parse(detail);
       std::vector<double> counts(s.per_execution.begin(), s.per_execution.end());
-      const auto [warm, cold] = alone_us(call, rng);
+      const auto [warm, cold] = alone_us(call, cold_buffers, rng);
       rows.push_back({describe(call), median(counts), median(s.durations_us), warm, cold});
     }
     std::sort(rows.begin(), rows.end(),
@@ -266,7 +273,8 @@ int main(int argc, char** argv) {
     std::printf("CPU: %s; products: bf16 on %s, f32 on %s (%s)\n", lt::bench::cpu_model().c_str(),
                 lt::backend::cpu::gemm_isa(DType::bf16), lt::backend::cpu::gemm_isa(DType::f32),
                 lt::backend::cpu::gemm_library(DType::f32));
-    std::printf("%zu executions kept (the first %zu left out)\n\n", executions.size(), skip);
+    std::printf("%zu executions kept (the first %zu left out); cold calls flush: %s\n\n",
+                executions.size(), skip, cold_buffers.c_str());
     std::printf(
         "| product (m x n x k) | calls a step | in step (us) | alone, warm (us) | alone, cold "
         "(us) | warm / in step | cold / in step |\n|---|---:|---:|---:|---:|---:|---:|\n");
