@@ -12,13 +12,10 @@ namespace lt::compiler {
 
 namespace {
 
-// How many leading dims a single-kernel reduction launch keeps when it reduces a suffix of its
-// dims (the rows it computes one result for); 0 if it is not such a launch. Sizes enter only
-// as dims of 0 and 1, which the graph's signature keeps.
-int reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& plan,
-                     const PlannedLaunch& launch) {
-  if (launch.kernels.size() != 1) return 0;
-  const Kernel& kernel = plan.kernels[launch.kernels[0]];
+// How many leading dims a reduction kernel keeps when it reduces a suffix of its dims (the
+// rows it computes one result for); 0 if it is not such a kernel. Sizes enter only as dims of
+// 0 and 1, which the graph's signature keeps.
+int kernel_row_dims(const ir::Graph& graph, const Kernel& kernel) {
   if (kernel.opaque >= 0 || kernel.program.reduce == ReduceKind::None) return 0;
   const Shape& space = iteration_shape(graph, kernel);
   int first = space.rank();
@@ -32,17 +29,32 @@ int reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& plan,
   return count < 2 ? 0 : first;
 }
 
-// The rows of a row group: the first `dims` dims of `node`'s shape.
+// The leading dims that every kernel of a reduction launch keeps (one kernel, or one per tensor
+// of a multi-tensor launch: an 8-bit optimizer's block maxima); 0 if they differ or any kernel
+// reduces no suffix.
+int reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& plan,
+                     const PlannedLaunch& launch) {
+  int dims = 0;
+  for (uint32_t k : launch.kernels) {
+    const int own = kernel_row_dims(graph, plan.kernels[k]);
+    if (own == 0 || (dims != 0 && own != dims)) return 0;
+    dims = own;
+  }
+  return dims;
+}
+
+// The rows of a row group: the first `dims` dims of `nodes[i]`'s shape for the group's i-th
+// instance (the kernels at position i of its launches: one tensor of a multi-tensor launch).
 struct Rows {
-  uint32_t node = 0;
+  std::vector<uint32_t> nodes;
   int dims = 0;
 };
 
-// Whether `node`'s shape starts with the rows (an assumption the plan records).
-bool starts_with_rows(const ir::Graph& graph, ExecutionPlan& plan, uint32_t node,
-                      const Rows& rows) {
-  return graph.node(node).shape.rank() >= rows.dims &&
-         plan.assumptions.same_leading_dims(graph, node, rows.node, rows.dims);
+// Whether `node`'s shape starts with the rows of `row_node` (an assumption the plan records).
+bool starts_with_rows(const ir::Graph& graph, ExecutionPlan& plan, uint32_t node, uint32_t row_node,
+                      int dims) {
+  return graph.node(node).shape.rank() >= dims &&
+         plan.assumptions.same_leading_dims(graph, node, row_node, dims);
 }
 
 // Reorders launches so that row groups are consecutive, and marks them. A group starts with a
@@ -51,21 +63,23 @@ bool starts_with_rows(const ir::Graph& graph, ExecutionPlan& plan, uint32_t node
 // row), and reads a group result or a value the group already reads row for row (cross-entropy's
 // pick of the target's logit reads the logits the group's max and sum read: inside the group
 // it reads them from cache). A launch that reads neither may run before the whole group.
+// Multi-tensor launches group alike, tensor by tensor: the launches have as many kernels, and
+// the kernel at position i of one reads only what those at position i of the others write.
 void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   std::vector<PlannedLaunch> ordered;
   std::vector<PlannedLaunch> group;
   Rows rows;
-  std::set<uint32_t> written;    // nodes the open group writes
-  std::set<uint32_t> read_rows;  // storage its launches read row for row
-  // Whether `kernel` reads `node` row for row: a value (or a reshape of all of a storage, as
-  // the MLM head's [1024, 30522] logits of a [8, 128, 30522] result) whose leading dims are
-  // the group's rows.
-  auto row_for_row = [&](const Kernel& kernel, uint32_t node, bool reshape_allowed) {
+  std::map<uint32_t, size_t> written;               // node the open group writes -> its instance
+  std::set<std::pair<uint32_t, size_t>> read_rows;  // storage its instances read row for row
+  // Whether `kernel` (of instance i) reads `node` row for row: a value (or a reshape of all of
+  // a storage, as the MLM head's [1024, 30522] logits of a [8, 128, 30522] result) whose
+  // leading dims are the group's rows.
+  auto row_for_row = [&](const Kernel& kernel, uint32_t node, size_t i, bool reshape_allowed) {
     const ir::Node& value = graph.node(node);
     const bool in_place = reshape_allowed ? plan.assumptions.reads_storage_in_order(graph, node)
                                           : !ir::is_view(value.op);
     return in_place && value.shape.rank() == iteration_shape(graph, kernel).rank() &&
-           starts_with_rows(graph, plan, node, rows);
+           starts_with_rows(graph, plan, node, rows.nodes[i], rows.dims);
   };
   auto reads_group = [&](const PlannedLaunch& launch) {
     for (uint32_t k : launch.kernels) {
@@ -76,27 +90,31 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     return false;
   };
   auto may_join = [&](const PlannedLaunch& launch) {
-    if (launch.kernels.size() != 1) return false;
-    const Kernel& kernel = plan.kernels[launch.kernels[0]];
-    if (kernel.opaque >= 0 || !starts_with_rows(graph, plan, kernel.shape_node, rows)) {
-      return false;
-    }
-    if (kernel.program.reduce != ReduceKind::None &&
-        reduced_row_dims(graph, plan, launch) != rows.dims) {
-      return false;
-    }
-    bool shares_rows = false;
-    for (uint32_t node : kernel.input_nodes) {
-      const uint32_t storage = storage_node(graph, node);
-      if (written.count(storage)) {
-        if (!row_for_row(kernel, node, false)) return false;
-        shares_rows = true;
-      } else if (read_rows.count(storage) && row_for_row(kernel, node, true)) {
-        shares_rows = true;
+    if (launch.kernels.size() != rows.nodes.size()) return false;
+    for (size_t i = 0; i < launch.kernels.size(); ++i) {
+      const Kernel& kernel = plan.kernels[launch.kernels[i]];
+      if (kernel.opaque >= 0 ||
+          !starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[i], rows.dims)) {
+        return false;
       }
+      if (kernel.program.reduce != ReduceKind::None &&
+          kernel_row_dims(graph, kernel) != rows.dims) {
+        return false;
+      }
+      bool shares_rows = false;
+      for (uint32_t node : kernel.input_nodes) {
+        const uint32_t storage = storage_node(graph, node);
+        if (const auto it = written.find(storage); it != written.end()) {
+          if (it->second != i || !row_for_row(kernel, node, i, false)) return false;
+          shares_rows = true;
+        } else if (read_rows.count({storage, i}) && row_for_row(kernel, node, i, true)) {
+          shares_rows = true;
+        }
+      }
+      // A launch that shares no rows with the group gains nothing inside it: it runs before it.
+      if (!shares_rows) return false;
     }
-    // A launch that shares no rows with the group gains nothing inside it: it runs before it.
-    return shares_rows;
+    return true;
   };
   // A launch that does not join took nothing from the sizes' answers it got on the way.
   auto joins = [&](const PlannedLaunch& launch) {
@@ -106,11 +124,11 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     return joined;
   };
   auto add_to_group = [&](PlannedLaunch launch) {
-    for (uint32_t k : launch.kernels) {
-      const Kernel& kernel = plan.kernels[k];
-      for (uint32_t node : kernel.output_nodes) written.insert(node);
+    for (size_t i = 0; i < launch.kernels.size(); ++i) {
+      const Kernel& kernel = plan.kernels[launch.kernels[i]];
+      for (uint32_t node : kernel.output_nodes) written[node] = i;
       for (uint32_t node : kernel.input_nodes) {
-        if (row_for_row(kernel, node, true)) read_rows.insert(storage_node(graph, node));
+        if (row_for_row(kernel, node, i, true)) read_rows.insert({storage_node(graph, node), i});
       }
     }
     group.push_back(std::move(launch));
@@ -138,7 +156,8 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
       }
       flush();
     }
-    rows = Rows{plan.kernels[launch.kernels[0]].shape_node, reduced_row_dims(graph, plan, launch)};
+    rows = Rows{{}, reduced_row_dims(graph, plan, launch)};
+    for (uint32_t k : launch.kernels) rows.nodes.push_back(plan.kernels[k].shape_node);
     if (rows.dims == 0) {
       ordered.push_back(std::move(launch));
     } else {
@@ -215,7 +234,7 @@ void hoist_reductions(const ir::Graph& graph, ExecutionPlan& plan) {
 // Blocks are placed largest first, each at the lowest offset where it overlaps no placed block
 // that is live at the same time: the usual greedy packing for buffers with known lifetimes,
 // within a few percent of the peak of live bytes on training graphs.
-ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph) {
+ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph, bool rows_in_scratch) {
   const size_t num_temps = plan.temp_nodes.size();
   std::vector<uint32_t> root(num_temps);
   for (uint32_t t = 0; t < num_temps; ++t) {
@@ -238,7 +257,7 @@ ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph) {
   }
   std::vector<uint32_t> order;
   for (uint32_t t = 0; t < num_temps; ++t) {
-    if (root[t] == t) order.push_back(t);
+    if (root[t] == t && !(rows_in_scratch && plan.temp_row_local[t])) order.push_back(t);
   }
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return blocks[a].bytes != blocks[b].bytes ? blocks[a].bytes > blocks[b].bytes
@@ -274,9 +293,10 @@ ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph) {
   return layout;
 }
 
-int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch) {
+int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch,
+                       size_t instance) {
   const PlannedLaunch& first = plan.launches[launch];
-  const Shape& space = iteration_shape(graph, plan.kernels[first.kernels.front()]);
+  const Shape& space = iteration_shape(graph, plan.kernels[first.kernels[instance]]);
   int64_t rows = 1;
   for (int d = 0; d < first.row_dims; ++d) rows *= space[d];
   return rows;
@@ -302,6 +322,7 @@ class Planner {
     span_row_groups();
     index_readers();
     reuse_temporaries();
+    mark_row_local_temporaries();
     find_donation_candidates();
     return std::move(plan_);
   }
@@ -356,9 +377,12 @@ class Planner {
   void follow_slots_in_execution_order() {
     writer_.assign(plan_.num_outputs, -1);
     launch_of_kernel_.assign(plan_.kernels.size(), 0);
+    instance_of_kernel_.assign(plan_.kernels.size(), 0);
     for (uint32_t l = 0; l < plan_.launches.size(); ++l) {
-      for (uint32_t k : plan_.launches[l].kernels) {
+      for (uint32_t i = 0; i < plan_.launches[l].kernels.size(); ++i) {
+        const uint32_t k = plan_.launches[l].kernels[i];
         launch_of_kernel_[k] = l;
+        instance_of_kernel_[k] = i;
         const Kernel& kernel = plan_.kernels[k];
         for (uint32_t node : kernel.input_nodes) {
           const int slot = slot_for(storage_node(graph_, node), l);
@@ -413,14 +437,14 @@ class Planner {
   bool reads_rows(uint32_t k, int slot) {
     const Kernel& kernel = plan_.kernels[k];
     const PlannedLaunch& first = plan_.launches[group_first_[launch_of_kernel_[k]]];
-    const Rows rows{plan_.kernels[first.kernels.front()].shape_node,
-                    reduced_row_dims(graph_, plan_, first)};
-    if (rows.dims == 0) return false;
+    const int dims = reduced_row_dims(graph_, plan_, first);
+    if (dims == 0) return false;
+    const uint32_t row_node = plan_.kernels[first.kernels[instance_of_kernel_[k]]].shape_node;
     for (uint32_t node : kernel.input_nodes) {
       if (plan_.slot_of[storage_node(graph_, node)] != slot) continue;
       if (!plan_.assumptions.reads_storage_in_order(graph_, node) ||
           graph_.node(node).shape.rank() != iteration_shape(graph_, kernel).rank() ||
-          !starts_with_rows(graph_, plan_, node, rows)) {
+          !starts_with_rows(graph_, plan_, node, row_node, dims)) {
         return false;
       }
     }
@@ -487,6 +511,35 @@ class Planner {
     }
   }
 
+  // Temporaries that one row group writes and reads, every reader row for row, and nothing
+  // outside the group reads (ExecutionPlan::temp_row_local).
+  void mark_row_local_temporaries() {
+    const size_t num_temps = plan_.temp_nodes.size();
+    plan_.temp_row_local.assign(num_temps, 0);
+    std::vector<char> reused(num_temps, 0);
+    for (int32_t source : plan_.temp_reuses) {
+      if (source >= 0) reused[static_cast<size_t>(source)] = 1;
+    }
+    std::vector<int64_t> writer(num_temps, -1);
+    for (uint32_t k = 0; k < plan_.kernels.size(); ++k) {
+      for (uint32_t node : plan_.kernels[k].output_nodes) {
+        const int slot = plan_.slot_of[node];
+        if (slot >= first_temp_) writer[static_cast<size_t>(slot - first_temp_)] = k;
+      }
+    }
+    for (size_t t = 0; t < num_temps; ++t) {
+      if (writer[t] < 0 || reused[t] || plan_.temp_reuses[t] >= 0) continue;
+      const uint32_t group = group_first_[launch_of_kernel_[static_cast<uint32_t>(writer[t])]];
+      if (plan_.launches[group].row_group <= 1) continue;
+      const int slot = first_temp_ + static_cast<int>(t);
+      const std::vector<uint32_t>& readers = readers_[static_cast<size_t>(slot)];
+      plan_.temp_row_local[t] =
+          !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](uint32_t k) {
+            return group_first_[launch_of_kernel_[k]] == group && reads_rows(k, slot);
+          });
+    }
+  }
+
   // Graph outputs that may take over an input's buffer (a parameter updated by the optimizer
   // that the forward and backward passes read before), when written after the last launch
   // that can fail.
@@ -523,6 +576,7 @@ class Planner {
   int first_temp_ = 0;                              // the first temporary's slot
   std::vector<int32_t> writer_;                     // per output, the kernel that writes it
   std::vector<uint32_t> launch_of_kernel_;          // per kernel
+  std::vector<uint32_t> instance_of_kernel_;        // per kernel, its position in its launch
   std::vector<uint32_t> group_first_, group_last_;  // per launch, its row group's span
   std::vector<std::vector<uint32_t>> readers_;      // per slot, the kernels reading it
 };

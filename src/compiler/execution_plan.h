@@ -22,7 +22,9 @@ struct PlannedLaunch {
   // space: the kept dims of a reduction over trailing dims, as softmax, layer norm and
   // cross-entropy have) and read each other's results only row for row. A backend may run
   // them row block by row block: the block's rows are read from memory once and from cache by
-  // the others, instead of once per launch.
+  // the others, instead of once per launch. Multi-tensor launches group tensor by tensor: the
+  // group's launches have as many kernels, and kernel i of each iterates the rows of kernel i
+  // of the first and reads only what kernels i of the group write.
   uint32_t row_group = 1;
   int row_dims = 0;
 };
@@ -45,6 +47,12 @@ struct ExecutionPlan {
   // result, a gradient scaled by clipping, the loss gradient over the logits): one buffer
   // instead of two.
   std::vector<int32_t> temp_reuses;
+  // Per temporary: 1 when one row group writes it and only that group reads it, each launch
+  // row for row (softmax's exponentials, a block's moments before their maximum): a backend
+  // that runs the group row block by row block may keep the block's rows of it in scratch
+  // memory of its own, reused block after block, instead of in the arena
+  // (layout_arena(..., rows_in_scratch)). Never one that takes over a buffer or is taken over.
+  std::vector<char> temp_row_local;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
   // For each graph output, the inputs whose buffers may receive it: same dtype and size, read
@@ -63,15 +71,20 @@ struct ExecutionPlan {
 // temporary t at temp_offset[t] (a multiple of kArenaAlignment), so a step needs one
 // allocation and the same arena serves every step of those sizes. Temporaries whose lifetimes
 // overlap never share bytes (one that takes over another shares its offset), so the arena is
-// the step's peak of live temporaries plus what packing them loses.
+// the step's peak of live temporaries plus what packing them loses. With rows_in_scratch (a
+// backend that keeps row-local temporaries in scratch of its own), those take no arena bytes
+// (their offset is 0, unused).
 struct ArenaLayout {
   std::vector<size_t> temp_offset;
   size_t arena_bytes = 0;
 };
-ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph);
+ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph,
+                         bool rows_in_scratch = false);
 
-// The rows of the row group that `launch` begins, for graph's sizes.
-int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch);
+// The rows of the row group that `launch` begins, for graph's sizes: those of its `instance`-th
+// kernel (a multi-tensor group has rows for each tensor).
+int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch,
+                       size_t instance = 0);
 
 // Opaque ops whose routine may refuse its operands at run time (an index out of range, a
 // failed collective).

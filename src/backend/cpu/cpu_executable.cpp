@@ -777,8 +777,10 @@ void describe_row_groups(std::vector<Launch>& launches) {
   for (size_t l = 0; l < launches.size(); ++l) {
     Launch& first = launches[l];
     if (first.row_group <= 1) continue;
+    int64_t rows = 0;
+    for (int64_t instance_rows : first.rows) rows += instance_rows;
     std::string text =
-        std::to_string(first.row_group) + " launches over " + std::to_string(first.rows) + " rows:";
+        std::to_string(first.row_group) + " launches over " + std::to_string(rows) + " rows:";
     for (size_t m = 0; m < first.row_group; ++m) {
       text += " [" + launches[l + m].description + "]";
     }
@@ -810,10 +812,40 @@ std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
   return compiled;
 }
 
+namespace {
+
+// Each row-local temporary goes to the first launch of the row group that writes it.
+void place_row_locals(const compiler::ExecutionPlan& plan, const ir::Graph& graph,
+                      CpuExecutable& exe) {
+  std::vector<size_t> group_of(plan.launches.size());
+  for (size_t l = 0; l < plan.launches.size();) {
+    const size_t count = std::max<uint32_t>(1, plan.launches[l].row_group);
+    for (size_t m = l; m < l + count; ++m) group_of[m] = l;
+    l += count;
+  }
+  const size_t first_temp = static_cast<size_t>(plan.num_inputs + plan.num_outputs);
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
+    const std::vector<uint32_t>& kernels = plan.launches[l].kernels;
+    for (uint32_t i = 0; i < kernels.size(); ++i) {
+      for (uint32_t node : plan.kernels[kernels[i]].output_nodes) {
+        const auto slot = static_cast<size_t>(plan.slot_of[node]);
+        if (slot < first_temp || !plan.temp_row_local[slot - first_temp]) continue;
+        Launch& first = exe.launches[group_of[l]];
+        const ir::Node& value = graph.node(node);
+        const int64_t bytes = value.shape.numel() * static_cast<int64_t>(dtype_size(value.dtype));
+        const int64_t rows = first.rows[i];
+        first.row_locals.push_back({slot, rows > 0 ? bytes / rows : 0, i});
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::string* why) const {
   if (!plan.assumptions.hold_for(graph, why)) return nullptr;
   auto exe = std::make_shared<CpuExecutable>();
-  const compiler::ArenaLayout arena = compiler::layout_arena(plan, graph);
+  const compiler::ArenaLayout arena = compiler::layout_arena(plan, graph, /*rows_in_scratch=*/true);
   exe->num_kernels = num_kernels;
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
@@ -833,7 +865,11 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
     }
     launch.kernel = kernels[l];
     launch.row_group = plan.launches[l].row_group;
-    if (launch.row_group > 1) launch.rows = compiler::row_group_rows(plan, graph, l);
+    if (launch.row_group > 1) {
+      for (size_t i = 0; i < plan.launches[l].kernels.size(); ++i) {
+        launch.rows.push_back(compiler::row_group_rows(plan, graph, l, i));
+      }
+    }
     launch.reduce = first.program.reduce;
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
@@ -852,6 +888,7 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
     exe->launches.push_back(std::move(launch));
   }
   describe_row_groups(exe->launches);
+  place_row_locals(plan, graph, *exe);
   exe->num_launches = static_cast<int64_t>(exe->launches.size());
   return exe;
 }
@@ -860,30 +897,88 @@ namespace {
 
 // Runs launches l .. l + row_group - 1 row block by row block: each block's rows go through
 // every launch of the group before the next block starts, so the rows the launches share are
-// read from memory once and from cache after that.
+// read from memory once and from cache after that. A multi-tensor group runs each tensor's
+// blocks alike (instance i of every launch), the blocks of all its tensors shared out between
+// the workers.
 void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& args,
                    std::vector<void*>& slots, ThreadPool& pool) {
   static metrics::Counter& interpreted_launches = metrics::counter("InterpretedKernelLaunch");
   static metrics::Counter& row_groups = metrics::counter("RowGroupLaunch");
   row_groups.add();
-  const size_t count = exe.launches[first].row_group;
-  const int64_t rows = exe.launches[first].rows;
+  const Launch& lead = exe.launches[first];
+  const size_t count = lead.row_group;
+  const size_t instances = lead.instances.size();
+  // Per launch, each instance's scalar arguments one after another.
   std::vector<std::vector<double>> scalars(count);
-  int64_t widest_row = 1;
   for (size_t m = 0; m < count; ++m) {
-    const Instance& inst = exe.launches[first + m].instances[0];
-    for (uint32_t s : inst.scalar_args) scalars[m].push_back(args.scalars[s]);
-    widest_row = std::max(widest_row, inst.numel / rows);
+    for (const Instance& inst : exe.launches[first + m].instances) {
+      for (uint32_t s : inst.scalar_args) scalars[m].push_back(args.scalars[s]);
+    }
   }
-  const int64_t rows_per_unit = std::max<int64_t>(1, kUnitElements / widest_row);
-  const int64_t units = (rows + rows_per_unit - 1) / rows_per_unit;
+  // The blocks of rows: per instance, as many rows as make about kUnitElements elements of
+  // its widest launch.
+  struct Block {
+    uint32_t instance;
+    int64_t begin, end;
+  };
+  std::vector<Block> blocks;
+  std::vector<int64_t> rows_per_block(instances, 1);
+  for (size_t i = 0; i < instances; ++i) {
+    const int64_t rows = lead.rows[i];
+    if (rows <= 0) continue;
+    int64_t widest_row = 1;
+    for (size_t m = 0; m < count; ++m) {
+      widest_row = std::max(widest_row, exe.launches[first + m].instances[i].numel / rows);
+    }
+    rows_per_block[i] = std::max<int64_t>(1, kUnitElements / widest_row);
+    for (int64_t begin = 0; begin < rows; begin += rows_per_block[i]) {
+      blocks.push_back(
+          {static_cast<uint32_t>(i), begin, std::min(rows, begin + rows_per_block[i])});
+    }
+  }
+  // Where each row-local temporary's rows start in a worker's block scratch (the temporaries
+  // of one instance one after another; a block holds one instance's).
+  const std::vector<Launch::RowLocal>& locals = lead.row_locals;
+  std::vector<size_t> local_at(locals.size());
+  std::vector<size_t> instance_bytes(instances, 0);
+  size_t local_bytes = 0;
+  for (size_t j = 0; j < locals.size(); ++j) {
+    size_t& used = instance_bytes[locals[j].instance];
+    local_at[j] = used;
+    const auto bytes =
+        static_cast<size_t>(locals[j].row_bytes * rows_per_block[locals[j].instance]);
+    used += (bytes + compiler::kArenaAlignment - 1) / compiler::kArenaAlignment *
+            compiler::kArenaAlignment;
+    local_bytes = std::max(local_bytes, used);
+  }
   std::vector<double> no_partials;
-  std::atomic<int64_t> next{0};
+  std::atomic<size_t> next{0};
   std::atomic<bool> interpreted{false};
   pool.run([&](int) {
     thread_local Scratch scratch;
-    for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
-      const int64_t begin = u * rows_per_unit, end = std::min(rows, begin + rows_per_unit);
+    // The group's slots as this worker sees them: a row-local temporary's slot points where
+    // its row 0 would be, so that a block's rows land in the worker's scratch.
+    thread_local std::vector<void*> own_slots;
+    thread_local std::vector<std::byte> block_scratch;
+    std::vector<void*>* unit_slots = &slots;
+    if (!locals.empty()) {
+      own_slots = slots;
+      if (block_scratch.size() < local_bytes + compiler::kArenaAlignment) {
+        block_scratch.resize(local_bytes + compiler::kArenaAlignment);
+      }
+      unit_slots = &own_slots;
+    }
+    const auto scratch_base = reinterpret_cast<uintptr_t>(block_scratch.data());
+    const uintptr_t aligned_base = (scratch_base + compiler::kArenaAlignment - 1) /
+                                   compiler::kArenaAlignment * compiler::kArenaAlignment;
+    for (size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks.size();) {
+      const Block& block = blocks[b];
+      for (size_t j = 0; j < locals.size(); ++j) {
+        if (locals[j].instance != block.instance) continue;
+        own_slots[locals[j].slot] = reinterpret_cast<void*>(
+            aligned_base + local_at[j] - static_cast<uintptr_t>(block.begin * locals[j].row_bytes));
+      }
+      const int64_t rows = lead.rows[block.instance];
       for (size_t m = 0; m < count; ++m) {
         const Launch& launch = exe.launches[first + m];
         const CompiledKernel& kernel = launch.kernel->resolve();
@@ -892,9 +987,12 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
         }
         // Elementwise launches count elements, reductions their outputs (one per row).
         const int64_t per_row =
-            launch.reduce == ReduceKind::None ? launch.instances[0].numel / rows : 1;
-        run_unit(launch, kernel, WorkUnit{0, begin * per_row, end * per_row}, slots,
-                 scalars[m].data(), no_partials, scratch);
+            launch.reduce == ReduceKind::None ? launch.instances[block.instance].numel / rows : 1;
+        const double* unit_scalars =
+            scalars[m].data() + block.instance * static_cast<size_t>(launch.num_scalars);
+        run_unit(launch, kernel,
+                 WorkUnit{block.instance, block.begin * per_row, block.end * per_row}, *unit_slots,
+                 unit_scalars, no_partials, scratch);
       }
     }
   });

@@ -40,10 +40,20 @@ struct Launch {
   std::vector<WorkUnit> units;
   int64_t num_partials = 0;  // doubles
   int num_scalars = 0;
-  // On the first launch of a row group (compiler::PlannedLaunch): the group's size, and its rows
-  // for the graph's sizes.
+  // On the first launch of a row group (compiler::PlannedLaunch): the group's size, and the
+  // rows of each instance for the graph's sizes.
   uint32_t row_group = 1;
-  int64_t rows = 0;
+  std::vector<int64_t> rows;
+  // On the first launch of a row group: the temporaries only the group writes and reads, row
+  // for row (compiler::ExecutionPlan::temp_row_local), by slot, bytes a row and the instance
+  // that writes them. They have no arena bytes: each worker keeps a block's rows of them in
+  // scratch of its own.
+  struct RowLocal {
+    size_t slot;
+    int64_t row_bytes;
+    uint32_t instance;
+  };
+  std::vector<RowLocal> row_locals;
   // What the launch computes, for the profiler's timeline: "matmul bf16 [1024, 384] x ...",
   // "reduction of 7 ops over [1024, 384] (dims 0) -> f32, 2 inputs, 1 output".
   std::string description;
