@@ -529,9 +529,10 @@ TEST_F(OptimTest, EightBitMomentsTrackFp32) {
     m_prev = m;
     v_prev = v;
   }
-  // The block maxima, one small kernel clamping them (away from 0, to divide by), the update,
-  // and the small tensor's update.
-  EXPECT_LE(launches, 5);
+  // The moments (computed once: the CPU keeps them in its row group's scratch), the block
+  // maxima, one small kernel clamping them (away from 0, to divide by), the update, and the
+  // small tensor's update.
+  EXPECT_LE(launches, 6);
   EXPECT_EQ(compiles, 0);
   // The quantization errors compound, but no further than the bound.
   const AdamW::State& f = fp32.state(0, 0);

@@ -101,6 +101,10 @@ class Backend {
   virtual BufferPtr allocate(size_t bytes) = 0;
   // Whether the host reads and writes this device's memory in place (a CPU's does).
   virtual bool host_addressable() const = 0;
+  // Whether it runs row groups row block by row block with their row-local temporaries in
+  // scratch of its own (compiler::ExecutionPlan::temp_row_local): such a temporary then costs
+  // no device memory, whatever its size.
+  virtual bool keeps_row_local_temporaries() const { return false; }
   // A buffer over host memory its owner keeps, for a host-addressable device; `release` runs
   // when the buffer dies.
   virtual BufferPtr wrap_host_memory(void* data, size_t bytes, std::function<void()> release) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -62,19 +63,27 @@ bool starts_with_rows(const ir::Graph& graph, ExecutionPlan& plan, uint32_t node
 // reads the group's results only through same-rank values with those leading dims (row for
 // row), and reads a group result or a value the group already reads row for row (cross-entropy's
 // pick of the target's logit reads the logits the group's max and sum read: inside the group
-// it reads them from cache). A launch that reads neither may run before the whole group.
-// Multi-tensor launches group alike, tensor by tensor: the launches have as many kernels, and
-// the kernel at position i of one reads only what those at position i of the others write.
+// it reads them from cache). A launch that reads neither may run before the whole group. An
+// elementwise launch just before the reduction that reads its results row for row leads the
+// group, if nothing between them reads what it writes (an 8-bit optimizer's moments, computed
+// once for their block maxima and their codes).
+//
+// Multi-tensor launches group tensor by tensor: the group's instances are the first
+// reduction's kernels (one per tensor), and every kernel of the group iterates the rows of the
+// instance whose results it reads (or whose rows it shares), reading no other's.
 void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
   std::vector<PlannedLaunch> ordered;
+  size_t free_from = 0;  // ordered[free_from..] belong to no group
   std::vector<PlannedLaunch> group;
   Rows rows;
-  std::map<uint32_t, size_t> written;               // node the open group writes -> its instance
-  std::set<std::pair<uint32_t, size_t>> read_rows;  // storage its instances read row for row
+  std::map<uint32_t, uint32_t> written;  // node the open group writes -> its instance
+  // Storage the group's instances read row for row -> the instance (kAmbiguous: several).
+  constexpr uint32_t kAmbiguous = UINT32_MAX;
+  std::map<uint32_t, uint32_t> read_rows;
   // Whether `kernel` (of instance i) reads `node` row for row: a value (or a reshape of all of
   // a storage, as the MLM head's [1024, 30522] logits of a [8, 128, 30522] result) whose
   // leading dims are the group's rows.
-  auto row_for_row = [&](const Kernel& kernel, uint32_t node, size_t i, bool reshape_allowed) {
+  auto row_for_row = [&](const Kernel& kernel, uint32_t node, uint32_t i, bool reshape_allowed) {
     const ir::Node& value = graph.node(node);
     const bool in_place = reshape_allowed ? plan.assumptions.reads_storage_in_order(graph, node)
                                           : !ir::is_view(value.op);
@@ -89,65 +98,162 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     }
     return false;
   };
-  auto may_join = [&](const PlannedLaunch& launch) {
-    if (launch.kernels.size() != rows.nodes.size()) return false;
-    for (size_t i = 0; i < launch.kernels.size(); ++i) {
-      const Kernel& kernel = plan.kernels[launch.kernels[i]];
-      if (kernel.opaque >= 0 ||
-          !starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[i], rows.dims)) {
-        return false;
+  // The instance a kernel would join: the one whose results it reads, else the one whose
+  // row-for-row reads it shares; none where that is no single one.
+  auto instance_of = [&](const Kernel& kernel) -> std::optional<uint32_t> {
+    std::optional<uint32_t> found;
+    for (const bool results : {true, false}) {
+      for (uint32_t node : kernel.input_nodes) {
+        const uint32_t storage = storage_node(graph, node);
+        const auto& seen = results ? written : read_rows;
+        const auto it = seen.find(storage);
+        if (it == seen.end()) continue;
+        if (it->second == kAmbiguous || (found && *found != it->second)) return std::nullopt;
+        found = it->second;
+      }
+      if (found) return found;
+    }
+    return std::nullopt;
+  };
+  // The instance of each of the launch's kernels, if the launch may join the group.
+  auto may_join = [&](const PlannedLaunch& launch) -> std::optional<std::vector<uint32_t>> {
+    std::vector<uint32_t> instances;
+    for (uint32_t k : launch.kernels) {
+      const Kernel& kernel = plan.kernels[k];
+      const std::optional<uint32_t> i = instance_of(kernel);
+      if (kernel.opaque >= 0 || !i ||
+          !starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[*i], rows.dims)) {
+        return std::nullopt;
       }
       if (kernel.program.reduce != ReduceKind::None &&
           kernel_row_dims(graph, kernel) != rows.dims) {
-        return false;
+        return std::nullopt;
       }
+      // A kernel that shares no rows with the group gains nothing inside it.
       bool shares_rows = false;
       for (uint32_t node : kernel.input_nodes) {
         const uint32_t storage = storage_node(graph, node);
-        if (const auto it = written.find(storage); it != written.end()) {
-          if (it->second != i || !row_for_row(kernel, node, i, false)) return false;
+        if (written.count(storage)) {
+          if (!row_for_row(kernel, node, *i, false)) return std::nullopt;
           shares_rows = true;
-        } else if (read_rows.count({storage, i}) && row_for_row(kernel, node, i, true)) {
-          shares_rows = true;
+        } else if (const auto it = read_rows.find(storage);
+                   it != read_rows.end() && it->second == *i) {
+          shares_rows = shares_rows || row_for_row(kernel, node, *i, true);
         }
       }
-      // A launch that shares no rows with the group gains nothing inside it: it runs before it.
-      if (!shares_rows) return false;
+      if (!shares_rows) return std::nullopt;
+      instances.push_back(*i);
     }
-    return true;
+    return instances;
   };
   // A launch that does not join took nothing from the sizes' answers it got on the way.
   auto joins = [&](const PlannedLaunch& launch) {
     const size_t mark = plan.assumptions.size();
-    const bool joined = may_join(launch);
-    if (!joined) plan.assumptions.forget_since(mark);
-    return joined;
+    std::optional<std::vector<uint32_t>> instances = may_join(launch);
+    if (!instances) plan.assumptions.forget_since(mark);
+    return instances;
   };
-  auto add_to_group = [&](PlannedLaunch launch) {
-    for (size_t i = 0; i < launch.kernels.size(); ++i) {
-      const Kernel& kernel = plan.kernels[launch.kernels[i]];
+  auto add_to_group = [&](PlannedLaunch launch, std::vector<uint32_t> instances) {
+    for (size_t j = 0; j < launch.kernels.size(); ++j) {
+      const Kernel& kernel = plan.kernels[launch.kernels[j]];
+      const uint32_t i = instances[j];
       for (uint32_t node : kernel.output_nodes) written[node] = i;
       for (uint32_t node : kernel.input_nodes) {
-        if (row_for_row(kernel, node, i, true)) read_rows.insert({storage_node(graph, node), i});
+        if (!row_for_row(kernel, node, i, true)) continue;
+        const auto [it, fresh] = read_rows.emplace(storage_node(graph, node), i);
+        if (!fresh && it->second != i) it->second = kAmbiguous;
       }
     }
+    launch.row_instance = std::move(instances);
     group.push_back(std::move(launch));
   };
   auto flush = [&] {
     if (group.size() > 1) {
       group.front().row_group = static_cast<uint32_t>(group.size());
       group.front().row_dims = rows.dims;
+      group.front().row_nodes = rows.nodes;
+    } else {
+      for (PlannedLaunch& launch : group) launch.row_instance.clear();
     }
     for (PlannedLaunch& launch : group) ordered.push_back(std::move(launch));
+    if (group.size() > 1) free_from = ordered.size();
     group.clear();
     written.clear();
     read_rows.clear();
     rows = Rows{};
   };
+  // The launch in ordered[free_from..] that writes what reduction `launch` reads, if it is
+  // elementwise, nothing after it reads what it writes, and the reduction may join a group it
+  // leads: its kernels mapped to the reduction's instances by what they write.
+  auto lead_in = [&](const PlannedLaunch& launch) {
+    std::map<uint32_t, uint32_t> reader;  // storage the reduction reads -> its instance
+    for (uint32_t i = 0; i < launch.kernels.size(); ++i) {
+      for (uint32_t node : plan.kernels[launch.kernels[i]].input_nodes) {
+        const auto [it, fresh] = reader.emplace(storage_node(graph, node), i);
+        if (!fresh && it->second != i) it->second = kAmbiguous;
+      }
+    }
+    for (size_t p = ordered.size(); p-- > free_from;) {
+      const PlannedLaunch& candidate = ordered[p];
+      std::vector<uint32_t> instances;
+      for (uint32_t k : candidate.kernels) {
+        const Kernel& kernel = plan.kernels[k];
+        std::optional<uint32_t> found;
+        for (uint32_t node : kernel.output_nodes) {
+          const auto it = reader.find(node);
+          if (it == reader.end()) continue;
+          if (it->second == kAmbiguous || (found && *found != it->second)) return false;
+          found = it->second;
+        }
+        if (!found) break;
+        if (kernel.opaque >= 0 || kernel.program.reduce != ReduceKind::None) return false;
+        instances.push_back(*found);
+      }
+      if (instances.empty()) continue;  // writes nothing the reduction reads
+      if (instances.size() != candidate.kernels.size()) return false;
+      // Nothing between the candidate and the reduction reads what the candidate writes.
+      std::set<uint32_t> outputs;
+      for (uint32_t k : candidate.kernels) {
+        for (uint32_t node : plan.kernels[k].output_nodes) outputs.insert(node);
+      }
+      for (size_t q = p + 1; q < ordered.size(); ++q) {
+        for (uint32_t k : ordered[q].kernels) {
+          for (uint32_t node : plan.kernels[k].input_nodes) {
+            if (outputs.count(storage_node(graph, node))) return false;
+          }
+        }
+      }
+      const size_t mark = plan.assumptions.size();
+      for (size_t j = 0; j < candidate.kernels.size(); ++j) {
+        const Kernel& kernel = plan.kernels[candidate.kernels[j]];
+        if (!starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[instances[j]],
+                              rows.dims)) {
+          plan.assumptions.forget_since(mark);
+          return false;
+        }
+      }
+      PlannedLaunch lead = std::move(ordered[p]);
+      ordered.erase(ordered.begin() + static_cast<std::ptrdiff_t>(p));
+      add_to_group(std::move(lead), std::move(instances));
+      std::optional<std::vector<uint32_t>> own = may_join(launch);
+      bool identity = own.has_value();
+      for (uint32_t i = 0; identity && i < own->size(); ++i) identity = (*own)[i] == i;
+      if (identity) return true;
+      // Undone: the candidate goes back where it was.
+      plan.assumptions.forget_since(mark);
+      ordered.insert(ordered.begin() + static_cast<std::ptrdiff_t>(p), std::move(group.back()));
+      ordered[p].row_instance.clear();
+      group.clear();
+      written.clear();
+      read_rows.clear();
+      return false;
+    }
+    return false;
+  };
   for (PlannedLaunch& launch : plan.launches) {
     if (!group.empty()) {
-      if (joins(launch)) {
-        add_to_group(std::move(launch));
+      if (std::optional<std::vector<uint32_t>> instances = joins(launch)) {
+        add_to_group(std::move(launch), std::move(*instances));
         continue;
       }
       if (!reads_group(launch)) {
@@ -160,9 +266,12 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     for (uint32_t k : launch.kernels) rows.nodes.push_back(plan.kernels[k].shape_node);
     if (rows.dims == 0) {
       ordered.push_back(std::move(launch));
-    } else {
-      add_to_group(std::move(launch));
+      continue;
     }
+    lead_in(launch);
+    std::vector<uint32_t> identity(launch.kernels.size());
+    std::iota(identity.begin(), identity.end(), 0u);
+    add_to_group(std::move(launch), std::move(identity));
   }
   flush();
   plan.launches = std::move(ordered);
@@ -296,7 +405,7 @@ ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph, bool
 int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t launch,
                        size_t instance) {
   const PlannedLaunch& first = plan.launches[launch];
-  const Shape& space = iteration_shape(graph, plan.kernels[first.kernels[instance]]);
+  const Shape& space = graph.node(first.row_nodes[instance]).shape;
   int64_t rows = 1;
   for (int d = 0; d < first.row_dims; ++d) rows *= space[d];
   return rows;
@@ -437,9 +546,10 @@ class Planner {
   bool reads_rows(uint32_t k, int slot) {
     const Kernel& kernel = plan_.kernels[k];
     const PlannedLaunch& first = plan_.launches[group_first_[launch_of_kernel_[k]]];
-    const int dims = reduced_row_dims(graph_, plan_, first);
-    if (dims == 0) return false;
-    const uint32_t row_node = plan_.kernels[first.kernels[instance_of_kernel_[k]]].shape_node;
+    const PlannedLaunch& own = plan_.launches[launch_of_kernel_[k]];
+    if (first.row_group <= 1) return false;
+    const int dims = first.row_dims;
+    const uint32_t row_node = first.row_nodes[own.row_instance[instance_of_kernel_[k]]];
     for (uint32_t node : kernel.input_nodes) {
       if (plan_.slot_of[storage_node(graph_, node)] != slot) continue;
       if (!plan_.assumptions.reads_storage_in_order(graph_, node) ||
@@ -482,6 +592,56 @@ class Planner {
       }
     }
     return true;
+  }
+
+  // The graph inputs that launches of kernel k's row group before k's launch read, and k does
+  // not (an 8-bit optimizer's old codes, read by the kernel that computes the moments, under
+  // the kernel that writes the new codes).
+  std::vector<int> inputs_read_before_in_group(uint32_t k) {
+    std::vector<int> slots;
+    const uint32_t launch = launch_of_kernel_[k];
+    if (plan_.launches[group_first_[launch]].row_group <= 1) return slots;
+    std::set<int> own;
+    for (uint32_t node : plan_.kernels[k].input_nodes)
+      own.insert(plan_.slot_of[storage_node(graph_, node)]);
+    for (uint32_t l = group_first_[launch]; l < launch; ++l) {
+      for (uint32_t other : plan_.launches[l].kernels) {
+        for (uint32_t node : plan_.kernels[other].input_nodes) {
+          const int slot = plan_.slot_of[storage_node(graph_, node)];
+          if (slot < plan_.num_inputs && !own.count(slot) &&
+              std::find(slots.begin(), slots.end(), slot) == slots.end()) {
+            slots.push_back(slot);
+          }
+        }
+      }
+    }
+    return slots;
+  }
+
+  // Whether elementwise kernel k of a row group may write its output (of `out`'s dtype and
+  // size) over the buffer of input slot `slot`, which it does not read: every reader of the slot
+  // runs before k in k's row group and reads it row for row, so a block's rows of it are read
+  // before k writes the same rows (the output's rows are the group's too, row for row, as k
+  // iterates them).
+  bool may_overwrite_unread(uint32_t k, int slot, uint32_t out) {
+    const Kernel& kernel = plan_.kernels[k];
+    const uint32_t in =
+        slot < first_temp_ ? graph_.inputs[slot] : plan_.temp_nodes[slot - first_temp_];
+    if (graph_.node(in).dtype != graph_.node(out).dtype ||
+        !plan_.assumptions.same_numel(graph_, in, out) ||
+        !plan_.assumptions.same_numel(graph_, out, kernel.shape_node)) {
+      return false;
+    }
+    const uint32_t launch = launch_of_kernel_[k];
+    for (uint32_t other : readers_[slot]) {
+      if (group_first_[launch_of_kernel_[other]] != group_first_[launch] ||
+          launch_of_kernel_[other] >= launch || !reads_rows(other, slot) ||
+          plan_.launches[launch_of_kernel_[other]].row_instance[instance_of_kernel_[other]] !=
+              plan_.launches[launch].row_instance[instance_of_kernel_[k]]) {
+        return false;
+      }
+    }
+    return !readers_[slot].empty();
   }
 
   // Temporaries written over dying ones: the bias added to a GEMM's result, a gradient
@@ -564,6 +724,11 @@ class Planner {
         const int slot = plan_.slot_of[storage_node(graph_, node)];
         if (slot >= plan_.num_inputs) continue;
         if (may_overwrite(writer_[o], slot, graph_.outputs[o])) {
+          plan_.donation_candidates[o].push_back(slot);
+        }
+      }
+      for (int slot : inputs_read_before_in_group(writer_[o])) {
+        if (may_overwrite_unread(writer_[o], slot, graph_.outputs[o])) {
           plan_.donation_candidates[o].push_back(slot);
         }
       }

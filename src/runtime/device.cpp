@@ -104,6 +104,10 @@ bool host_addressable(const Device& device) {
   return backend_of(device).host_addressable();
 }
 
+bool keeps_row_local_temporaries(const Device& device) {
+  return config().row_groups && backend_of(device).keeps_row_local_temporaries();
+}
+
 void* host_address(const DeviceData& data, const char* op) {
   backend_of(data.device).record_event().wait();  // the step computing it is done
   if (data.buffer->failed()) {

@@ -26,6 +26,9 @@ void download(const DeviceData& data, void* dst);
 void* host_address(const DeviceData& data, const char* op);
 // Whether the host reads and writes `device`'s memory in place (a CPU's does).
 bool host_addressable(const Device& device);
+// Whether a row group's row-local temporaries cost `device` no memory (backend::Backend), with
+// row groups on (lt::set_row_groups).
+bool keeps_row_local_temporaries(const Device& device);
 // Device data over memory its owner keeps (from_external): no step writes over it, and
 // `release` runs when the last holder lets go. Only for a host-addressable device.
 DeviceDataPtr wrap_external(const void* data, const Shape& shape, DType dtype, const Device& device,

@@ -10,6 +10,7 @@
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
+#include "runtime/device.h"
 #include "runtime/step_journal.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_lock.h"
@@ -342,6 +343,10 @@ Tensor stochastic_round(const Tensor& x, DType dtype) {
 }
 
 namespace trace {
+
+bool keeps_row_local_temporaries(const Device& device) {
+  return runtime::keeps_row_local_temporaries(device);
+}
 
 Tensor dequantize8(const Tensor& codes, bool is_unsigned) {
   const runtime::TraceScope scope("dequantize8");

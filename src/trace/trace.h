@@ -49,6 +49,10 @@ std::pair<Tensor, Tensor> stochastic_round_pair(const Tensor& a, const Tensor& b
 // as f32, and the nearest codes of f32 values (normalized to [-1, 1] or [0, 1]) as u8.
 Tensor dequantize8(const Tensor& codes, bool is_unsigned);
 Tensor quantize8(const Tensor& normalized, bool is_unsigned);
+// Whether `device` keeps a row group's row-local temporaries out of its memory (the CPU's
+// workers hold a block's rows of them in scratch): a value computed once for a reduction over
+// rows and for what reads it after costs no memory there, where elsewhere it is a full buffer.
+bool keeps_row_local_temporaries(const Device& device);
 // In place, into self's own buffer when it holds device data: the kernel computing `value`
 // reads the old value (where(true, value, old), a load the compiler drops), which makes the
 // old buffer a donation candidate. For tensors that are overwritten without being read (mixed

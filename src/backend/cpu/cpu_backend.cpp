@@ -189,6 +189,7 @@ class CpuBackend final : public Backend {
   }
 
   bool host_addressable() const override { return true; }
+  bool keeps_row_local_temporaries() const override { return true; }
 
   BufferPtr wrap_host_memory(void* data, size_t bytes, std::function<void()> release) override {
     return std::make_shared<Buffer>(data, bytes, [release = std::move(release)](void*, size_t) {

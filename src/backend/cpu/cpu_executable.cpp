@@ -833,8 +833,9 @@ void place_row_locals(const compiler::ExecutionPlan& plan, const ir::Graph& grap
         Launch& first = exe.launches[group_of[l]];
         const ir::Node& value = graph.node(node);
         const int64_t bytes = value.shape.numel() * static_cast<int64_t>(dtype_size(value.dtype));
-        const int64_t rows = first.rows[i];
-        first.row_locals.push_back({slot, rows > 0 ? bytes / rows : 0, i});
+        const uint32_t instance = plan.launches[l].row_instance[i];
+        const int64_t rows = first.rows[instance];
+        first.row_locals.push_back({slot, rows > 0 ? bytes / rows : 0, instance});
       }
     }
   }
@@ -865,11 +866,10 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
     }
     launch.kernel = kernels[l];
     launch.row_group = plan.launches[l].row_group;
-    if (launch.row_group > 1) {
-      for (size_t i = 0; i < plan.launches[l].kernels.size(); ++i) {
-        launch.rows.push_back(compiler::row_group_rows(plan, graph, l, i));
-      }
+    for (size_t i = 0; i < plan.launches[l].row_nodes.size(); ++i) {
+      launch.rows.push_back(compiler::row_group_rows(plan, graph, l, i));
     }
+    launch.row_instance = plan.launches[l].row_instance;
     launch.reduce = first.program.reduce;
     launch.num_scalars = first.program.num_scalars;
     launch.dtype = first.program.instrs[first.program.outputs[0]].dtype;
@@ -907,7 +907,14 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
   row_groups.add();
   const Launch& lead = exe.launches[first];
   const size_t count = lead.row_group;
-  const size_t instances = lead.instances.size();
+  const size_t instances = lead.rows.size();
+  // Per launch and group instance, the launch's kernel instances that iterate its rows.
+  std::vector<std::vector<std::vector<uint32_t>>> members(
+      count, std::vector<std::vector<uint32_t>>(instances));
+  for (size_t m = 0; m < count; ++m) {
+    const std::vector<uint32_t>& of = exe.launches[first + m].row_instance;
+    for (uint32_t j = 0; j < of.size(); ++j) members[m][of[j]].push_back(j);
+  }
   // Per launch, each instance's scalar arguments one after another.
   std::vector<std::vector<double>> scalars(count);
   for (size_t m = 0; m < count; ++m) {
@@ -928,7 +935,9 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
     if (rows <= 0) continue;
     int64_t widest_row = 1;
     for (size_t m = 0; m < count; ++m) {
-      widest_row = std::max(widest_row, exe.launches[first + m].instances[i].numel / rows);
+      for (uint32_t j : members[m][i]) {
+        widest_row = std::max(widest_row, exe.launches[first + m].instances[j].numel / rows);
+      }
     }
     rows_per_block[i] = std::max<int64_t>(1, kUnitElements / widest_row);
     for (int64_t begin = 0; begin < rows; begin += rows_per_block[i]) {
@@ -985,14 +994,15 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
         if (std::strcmp(kernel.method(), "interpreter") == 0) {
           interpreted.store(true, std::memory_order_relaxed);
         }
-        // Elementwise launches count elements, reductions their outputs (one per row).
-        const int64_t per_row =
-            launch.reduce == ReduceKind::None ? launch.instances[block.instance].numel / rows : 1;
-        const double* unit_scalars =
-            scalars[m].data() + block.instance * static_cast<size_t>(launch.num_scalars);
-        run_unit(launch, kernel,
-                 WorkUnit{block.instance, block.begin * per_row, block.end * per_row}, *unit_slots,
-                 unit_scalars, no_partials, scratch);
+        for (uint32_t j : members[m][block.instance]) {
+          // Elementwise launches count elements, reductions their outputs (one per row).
+          const int64_t per_row =
+              launch.reduce == ReduceKind::None ? launch.instances[j].numel / rows : 1;
+          const double* unit_scalars =
+              scalars[m].data() + j * static_cast<size_t>(launch.num_scalars);
+          run_unit(launch, kernel, WorkUnit{j, block.begin * per_row, block.end * per_row},
+                   *unit_slots, unit_scalars, no_partials, scratch);
+        }
       }
     }
   });

@@ -41,13 +41,15 @@ struct Launch {
   int64_t num_partials = 0;  // doubles
   int num_scalars = 0;
   // On the first launch of a row group (compiler::PlannedLaunch): the group's size, and the
-  // rows of each instance for the graph's sizes.
+  // rows of each of its instances (tensors) for the graph's sizes.
   uint32_t row_group = 1;
   std::vector<int64_t> rows;
+  // On every launch of a row group: per kernel instance, the group instance it belongs to.
+  std::vector<uint32_t> row_instance;
   // On the first launch of a row group: the temporaries only the group writes and reads, row
-  // for row (compiler::ExecutionPlan::temp_row_local), by slot, bytes a row and the instance
-  // that writes them. They have no arena bytes: each worker keeps a block's rows of them in
-  // scratch of its own.
+  // for row (compiler::ExecutionPlan::temp_row_local), by slot, bytes a row and the group
+  // instance that writes them. They have no arena bytes: each worker keeps a block's rows of them
+  // in scratch of its own.
   struct RowLocal {
     size_t slot;
     int64_t row_bytes;
