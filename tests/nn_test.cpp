@@ -394,6 +394,55 @@ TEST_F(RowGroups, BiasGradientSumRunsRightAfterTheGroupThatWritesItsInput) {
   EXPECT_TRUE(std::isfinite(b2.grad().sum().item()));
 }
 
+// A temporary that only its row group writes and reads, row for row (softmax's exponentials,
+// its row maxima and sums), takes no arena bytes on the CPU: each worker keeps a block's rows of
+// it in scratch of its own. The values are those of launch-by-launch runs, bit for bit.
+TEST_F(RowGroups, RowLocalTemporariesTakeNoArenaBytes) {
+  const lt_test::Restore restore([] { lt::set_row_groups(true); });
+  const int64_t rows = 512, cols = 300;
+  const Tensor x = lt::from_vector(values(rows * cols, -4, 4), {rows, cols});
+  lt::mark_step();
+  std::vector<float> results[2];
+  int64_t temporaries[2] = {};
+  for (bool grouped : {false, true}) {
+    lt::set_row_groups(grouped);
+    const Tensor y = lt::softmax(x, -1);
+    lt::mark_step();
+    temporaries[grouped] = lt::last_step_stats().temporary_bytes;
+    results[grouped] = y.to_vector();
+  }
+  EXPECT_GE(temporaries[false], rows * cols * 4);  // the exponentials, in the arena
+  EXPECT_LE(temporaries[true], 64);                // none of it
+  EXPECT_EQ(results[0], results[1]);
+}
+
+// Softmax over tensors of three shapes in one step: each launch is one multi-tensor launch
+// (the same program over the three), and the group runs tensor by tensor, each tensor's
+// blocks of rows through all the launches. The same bits as launch by launch.
+TEST_F(RowGroups, MultiTensorLaunchesGroupTensorByTensor) {
+  const lt_test::Restore restore([] { lt::set_row_groups(true); });
+  const std::vector<Shape> shapes = {{64, 40}, {32, 40}, {3, 16, 17}};
+  std::vector<Tensor> xs;
+  for (const Shape& shape : shapes)
+    xs.push_back(lt::from_vector(values(shape.numel(), -4, 4), shape));
+  lt::mark_step();
+  std::vector<std::vector<float>> results[2];
+  for (bool grouped : {false, true}) {
+    lt::set_row_groups(grouped);
+    std::vector<Tensor> ys;
+    for (const Tensor& x : xs) ys.push_back(lt::softmax(x, -1));
+    int groups = 0;
+    for (const ProfiledLaunch& launch : run_step_profiled()) {
+      if (launch.name != "row group") continue;
+      ++groups;
+      EXPECT_NE(launch.detail.find("3 tensors"), std::string::npos) << launch.detail;
+    }
+    EXPECT_EQ(groups, grouped ? 1 : 0);
+    for (const Tensor& y : ys) results[grouped].push_back(y.to_vector());
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 class Memory : public lt_test::EngineTest {};
 
 // cross_entropy keeps the logits and two numbers per row for its backward pass, and the

@@ -550,6 +550,70 @@ TEST_F(OptimTest, EightBitMomentsTrackFp32) {
                fp32.groups()[0].params[1].to_vector<double>(), kF32);
 }
 
+// Precision::q8 on the CPU is one row group a step: the moments, computed once and kept in the
+// group's scratch (never in device memory), the block maxima, their scales and the update run
+// block of rows by block of rows, each tensor apart. Its codes, maxima and weights are those of
+// the same steps with row groups off (the moments computed twice, launch by launch), bit for
+// bit; and after the first step it allocates nothing but its arena: the new codes take over the
+// old codes' buffers, which only the group's moments kernel reads.
+TEST_F(OptimTest, EightBitStepInOneRowGroupMatchesLaunchByLaunch) {
+  const lt_test::Restore restore([] { lt::set_row_groups(true); });
+  // Other devices run the launches one by one, the moments computed twice: the same bits.
+  const bool cpu = lt::default_device().type == lt::DeviceType::cpu;
+  const std::vector<Shape> shapes = {{24, 300}, {40, 512}, {6, 4, 256}};
+  auto make = [&] {
+    ParamGroup<AdamWOptions> group;
+    group.options = {.lr = 1e-2, .weight_decay = 0.01, .precision = lt::optim::Precision::q8};
+    uint64_t seed = 7;
+    for (const Shape& shape : shapes) {
+      group.params.push_back(lt::randn(shape, seed++).to(lt::DType::bf16));
+      group.grads.push_back(lt::zeros(shape, lt::DType::bf16));
+    }
+    return AdamW({group});
+  };
+  AdamW grouped = make(), by_launch = make();
+  std::vector<int64_t> allocations;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      grads.push_back((lt::randn(shapes[i], 100 + step * 10 + i) * 1e-2).to(lt::DType::bf16));
+    }
+    grouped.groups()[0].grads = grads;
+    by_launch.groups()[0].grads = grads;
+    lt::mark_step();
+    lt::wait_device_ops();
+    // Both steps draw the same random bits for their weights' stochastic rounding.
+    const lt::GeneratorState draws = lt::generator_state();
+    for (bool rows : {true, false}) {
+      lt::set_row_groups(rows);
+      lt::set_generator_state(draws);
+      lt::metrics::reset();
+      (rows ? grouped : by_launch).step();
+      lt::mark_step();
+      lt::wait_device_ops();
+      EXPECT_EQ(counter("RowGroupLaunch"), rows && cpu ? 1 : 0);
+      if (rows) allocations.push_back(counter("DeviceAllocation"));
+    }
+  }
+  // One buffer a step, the step's arena (the launch-by-launch steps had two more a tensor).
+  if (cpu) {
+    EXPECT_LE(allocations[2], 1);
+    EXPECT_LE(allocations[3], 1);
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    SCOPED_TRACE(shapes[i].str());
+    const AdamW::State& a = grouped.state(0, i);
+    const AdamW::State& b = by_launch.state(0, i);
+    EXPECT_EQ(a.exp_avg.dtype(), lt::DType::u8);
+    EXPECT_EQ(a.exp_avg.to_vector<double>(), b.exp_avg.to_vector<double>());
+    EXPECT_EQ(a.exp_avg_sq.to_vector<double>(), b.exp_avg_sq.to_vector<double>());
+    EXPECT_EQ(a.exp_avg_absmax.to_vector<double>(), b.exp_avg_absmax.to_vector<double>());
+    EXPECT_EQ(a.exp_avg_sq_absmax.to_vector<double>(), b.exp_avg_sq_absmax.to_vector<double>());
+    EXPECT_EQ(grouped.groups()[0].params[i].to_vector<double>(),
+              by_launch.groups()[0].params[i].to_vector<double>());
+  }
+}
+
 TEST_F(OptimTest, PrecisionsAreNamedAndChecked) {
   for (auto p : {lt::optim::Precision::fp32, lt::optim::Precision::mixed,
                  lt::optim::Precision::bf16, lt::optim::Precision::q8}) {

@@ -30,25 +30,25 @@ int kernel_row_dims(const ir::Graph& graph, const Kernel& kernel) {
   return count < 2 ? 0 : first;
 }
 
-// The leading dims that every kernel of a reduction launch keeps (one kernel, or one per tensor
-// of a multi-tensor launch: an 8-bit optimizer's block maxima); 0 if they differ or any kernel
-// reduces no suffix.
-int reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& plan,
-                     const PlannedLaunch& launch) {
-  int dims = 0;
+// The leading dims that each kernel of a reduction launch keeps (one kernel, or one per tensor
+// of a multi-tensor launch: an 8-bit optimizer's block maxima, of matrices and of stacks of
+// them); empty if any kernel reduces no suffix.
+std::vector<int> reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& plan,
+                                  const PlannedLaunch& launch) {
+  std::vector<int> dims;
   for (uint32_t k : launch.kernels) {
     const int own = kernel_row_dims(graph, plan.kernels[k]);
-    if (own == 0 || (dims != 0 && own != dims)) return 0;
-    dims = own;
+    if (own == 0) return {};
+    dims.push_back(own);
   }
   return dims;
 }
 
-// The rows of a row group: the first `dims` dims of `nodes[i]`'s shape for the group's i-th
-// instance (the kernels at position i of its launches: one tensor of a multi-tensor launch).
+// The rows of a row group: the first `dims[i]` dims of `nodes[i]`'s shape for the group's i-th
+// instance (the kernels at position i of its first launch: one tensor of a multi-tensor launch).
 struct Rows {
   std::vector<uint32_t> nodes;
-  int dims = 0;
+  std::vector<int> dims;
 };
 
 // Whether `node`'s shape starts with the rows of `row_node` (an assumption the plan records).
@@ -88,7 +88,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     const bool in_place = reshape_allowed ? plan.assumptions.reads_storage_in_order(graph, node)
                                           : !ir::is_view(value.op);
     return in_place && value.shape.rank() == iteration_shape(graph, kernel).rank() &&
-           starts_with_rows(graph, plan, node, rows.nodes[i], rows.dims);
+           starts_with_rows(graph, plan, node, rows.nodes[i], rows.dims[i]);
   };
   auto reads_group = [&](const PlannedLaunch& launch) {
     for (uint32_t k : launch.kernels) {
@@ -122,11 +122,11 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
       const Kernel& kernel = plan.kernels[k];
       const std::optional<uint32_t> i = instance_of(kernel);
       if (kernel.opaque >= 0 || !i ||
-          !starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[*i], rows.dims)) {
+          !starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[*i], rows.dims[*i])) {
         return std::nullopt;
       }
       if (kernel.program.reduce != ReduceKind::None &&
-          kernel_row_dims(graph, kernel) != rows.dims) {
+          kernel_row_dims(graph, kernel) != rows.dims[*i]) {
         return std::nullopt;
       }
       // A kernel that shares no rows with the group gains nothing inside it.
@@ -227,7 +227,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
       for (size_t j = 0; j < candidate.kernels.size(); ++j) {
         const Kernel& kernel = plan.kernels[candidate.kernels[j]];
         if (!starts_with_rows(graph, plan, kernel.shape_node, rows.nodes[instances[j]],
-                              rows.dims)) {
+                              rows.dims[instances[j]])) {
           plan.assumptions.forget_since(mark);
           return false;
         }
@@ -264,7 +264,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     }
     rows = Rows{{}, reduced_row_dims(graph, plan, launch)};
     for (uint32_t k : launch.kernels) rows.nodes.push_back(plan.kernels[k].shape_node);
-    if (rows.dims == 0) {
+    if (rows.dims.empty()) {
       ordered.push_back(std::move(launch));
       continue;
     }
@@ -407,7 +407,7 @@ int64_t row_group_rows(const ExecutionPlan& plan, const ir::Graph& graph, size_t
   const PlannedLaunch& first = plan.launches[launch];
   const Shape& space = graph.node(first.row_nodes[instance]).shape;
   int64_t rows = 1;
-  for (int d = 0; d < first.row_dims; ++d) rows *= space[d];
+  for (int d = 0; d < first.row_dims[instance]; ++d) rows *= space[d];
   return rows;
 }
 
@@ -548,8 +548,9 @@ class Planner {
     const PlannedLaunch& first = plan_.launches[group_first_[launch_of_kernel_[k]]];
     const PlannedLaunch& own = plan_.launches[launch_of_kernel_[k]];
     if (first.row_group <= 1) return false;
-    const int dims = first.row_dims;
-    const uint32_t row_node = first.row_nodes[own.row_instance[instance_of_kernel_[k]]];
+    const uint32_t instance = own.row_instance[instance_of_kernel_[k]];
+    const int dims = first.row_dims[instance];
+    const uint32_t row_node = first.row_nodes[instance];
     for (uint32_t node : kernel.input_nodes) {
       if (plan_.slot_of[storage_node(graph_, node)] != slot) continue;
       if (!plan_.assumptions.reads_storage_in_order(graph_, node) ||

@@ -18,17 +18,17 @@ namespace lt::compiler {
 struct PlannedLaunch {
   std::vector<uint32_t> kernels;  // indices into ExecutionPlan::kernels, in order
   // Row groups: on its first launch, row_group > 1 says that this launch and the next
-  // row_group - 1 iterate the same rows (the first row_dims dims of their iteration spaces: the
-  // kept dims of a reduction over trailing dims, as softmax, layer norm and cross-entropy have)
-  // and read each other's results only row for row. A backend may run
-  // them row block by row block: the block's rows are read from memory once and from cache by
-  // the others, instead of once per launch. Multi-tensor launches group tensor by tensor: each
-  // kernel of the group iterates the rows of one of the group's instances (its tensor) and
-  // reads only what that instance's kernels write.
+  // row_group - 1 iterate the same rows (leading dims of their iteration spaces: the kept dims
+  // of a reduction over trailing dims, as softmax, layer norm and cross-entropy have) and read
+  // each other's results only row for row. A backend may run them row block by row block: the
+  // block's rows are read from memory once and from cache by the others, instead of once per
+  // launch. Multi-tensor launches group tensor by tensor: each kernel of the group iterates the
+  // rows of one of the group's instances (its tensor) and reads only what that instance's
+  // kernels write.
   uint32_t row_group = 1;
-  int row_dims = 0;
-  // On a group's first launch: per instance of the group (one per tensor of a multi-tensor
-  // group), the node whose first row_dims dims are its rows.
+  // On a group's first launch, per instance of the group (one per tensor of a multi-tensor
+  // group): the node whose first row_dims dims are its rows.
+  std::vector<int> row_dims;
   std::vector<uint32_t> row_nodes;
   // On every launch of a group: per kernel, the instance whose rows it iterates.
   std::vector<uint32_t> row_instance;
