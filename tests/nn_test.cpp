@@ -443,6 +443,45 @@ TEST_F(RowGroups, MultiTensorLaunchesGroupTensorByTensor) {
   EXPECT_EQ(results[0], results[1]);
 }
 
+// Graphs where a multi-tensor row group's kernels read values that other kernels of the group
+// could write over (an elementwise kernel that is a value's last reader takes its buffer): the
+// group runs one tensor's blocks after another, so only a reader of the same tensor may have
+// read a block's rows before they are overwritten. The same bits as launch by launch.
+TEST_F(RowGroups, MultiTensorGroupsOverwriteOnlyWhatTheirOwnTensorRead) {
+  const lt_test::Restore restore([] { lt::set_row_groups(true); });
+  const Shape shape{48, 40};
+  const Tensor x = lt::from_vector(values(shape.numel(), -2, 2), shape);
+  const Tensor a = lt::from_vector(values(shape.numel(), -2, 2), shape);
+  const Tensor b = lt::from_vector(values(shape.numel(), -2, 2), shape);
+  lt::mark_step();
+  // Two tensors' row maxima are one multi-tensor launch, and so are the products after them:
+  // tensor 1's maximum reads s, then tensor 0's product reads s last and writes a temporary of
+  // s's size, which may take s's buffer only if no other tensor of the group reads s (tensor 1's
+  // blocks run after tensor 0's).
+  const std::vector<std::pair<std::string, std::function<std::vector<Tensor>()>>> graphs = {
+      {"crossed reads",
+       [&] {
+         const Tensor s = x.exp(), t = x.tanh();
+         const Tensor m0 = (a * t).max({1}, true), m1 = (b * s).max({1}, true);
+         const Tensor w0 = (a - m0) * s, w1 = (b - m1) * t;
+         return std::vector<Tensor>{w0.sum({0}), w0.exp(), w1.sum({0}), w1.exp()};
+       }},
+  };
+  for (const auto& [name, graph] : graphs) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<float>> results[2];
+    for (bool grouped : {false, true}) {
+      lt::set_row_groups(grouped);
+      lt::metrics::reset();
+      const std::vector<Tensor> ys = graph();
+      lt::mark_step();
+      for (const Tensor& y : ys) results[grouped].push_back(y.to_vector());
+      EXPECT_EQ(counter("RowGroupLaunch") > 0, grouped);
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+}
+
 class Memory : public lt_test::EngineTest {};
 
 // cross_entropy keeps the logits and two numbers per row for its backward pass, and the

@@ -103,7 +103,7 @@ class Backend {
   virtual bool host_addressable() const = 0;
   // Whether it runs row groups row block by row block with their row-local temporaries in
   // scratch of its own (compiler::ExecutionPlan::temp_row_local): such a temporary then costs
-  // no device memory, whatever its size.
+  // no device memory, only a block's rows of scratch for each worker.
   virtual bool keeps_row_local_temporaries() const { return false; }
   // A buffer over host memory its owner keeps, for a host-addressable device; `release` runs
   // when the buffer dies.

@@ -14,9 +14,11 @@ namespace lt::compiler {
 namespace {
 
 // How many leading dims a reduction kernel keeps when it reduces a suffix of its dims (the
-// rows it computes one result for); 0 if it is not such a kernel. Sizes enter only as dims of
-// 0 and 1, which the graph's signature keeps.
-int kernel_row_dims(const ir::Graph& graph, const Kernel& kernel) {
+// rows it computes one result for); 0 if it is not such a kernel, or keeps a single row and
+// `one_row` is false (a group of one row gains nothing; a tensor of one row in a multi-tensor
+// group does not keep the others out). Sizes enter only as dims of 0 and 1, which the graph's
+// signature keeps.
+int kernel_row_dims(const ir::Graph& graph, const Kernel& kernel, bool one_row) {
   if (kernel.opaque >= 0 || kernel.program.reduce == ReduceKind::None) return 0;
   const Shape& space = iteration_shape(graph, kernel);
   int first = space.rank();
@@ -27,7 +29,7 @@ int kernel_row_dims(const ir::Graph& graph, const Kernel& kernel) {
     if (kernel.reduce_mask >> d & 1) return 0;  // a reduced dim among the kept ones
     count *= space[d];
   }
-  return count < 2 ? 0 : first;
+  return count < (one_row ? 1 : 2) ? 0 : first;
 }
 
 // The leading dims that each kernel of a reduction launch keeps (one kernel, or one per tensor
@@ -37,7 +39,7 @@ std::vector<int> reduced_row_dims(const ir::Graph& graph, const ExecutionPlan& p
                                   const PlannedLaunch& launch) {
   std::vector<int> dims;
   for (uint32_t k : launch.kernels) {
-    const int own = kernel_row_dims(graph, plan.kernels[k]);
+    const int own = kernel_row_dims(graph, plan.kernels[k], launch.kernels.size() > 1);
     if (own == 0) return {};
     dims.push_back(own);
   }
@@ -63,10 +65,10 @@ bool starts_with_rows(const ir::Graph& graph, ExecutionPlan& plan, uint32_t node
 // reads the group's results only through same-rank values with those leading dims (row for
 // row), and reads a group result or a value the group already reads row for row (cross-entropy's
 // pick of the target's logit reads the logits the group's max and sum read: inside the group
-// it reads them from cache). A launch that reads neither may run before the whole group. An
-// elementwise launch just before the reduction that reads its results row for row leads the
-// group, if nothing between them reads what it writes (an 8-bit optimizer's moments, computed
-// once for their block maxima and their codes).
+// it reads them from cache). A launch that reads neither may run before the whole group. The
+// latest elementwise launch before the reduction whose results the reduction reads row for row
+// leads the group, if nothing between them reads what it writes (an 8-bit optimizer's moments,
+// computed once for their block maxima and their codes).
 //
 // Multi-tensor launches group tensor by tensor: the group's instances are the first
 // reduction's kernels (one per tensor), and every kernel of the group iterates the rows of the
@@ -126,7 +128,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
         return std::nullopt;
       }
       if (kernel.program.reduce != ReduceKind::None &&
-          kernel_row_dims(graph, kernel) != rows.dims[*i]) {
+          kernel_row_dims(graph, kernel, true) != rows.dims[*i]) {
         return std::nullopt;
       }
       // A kernel that shares no rows with the group gains nothing inside it.
@@ -182,9 +184,11 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     read_rows.clear();
     rows = Rows{};
   };
-  // The launch in ordered[free_from..] that writes what reduction `launch` reads, if it is
-  // elementwise, nothing after it reads what it writes, and the reduction may join a group it
-  // leads: its kernels mapped to the reduction's instances by what they write.
+  // Starts the group of reduction `launch` with the latest launch of ordered[free_from..] that
+  // writes what the reduction reads, if every kernel of it is elementwise and writes what one
+  // of the reduction's kernels reads (that kernel's tensor is its own), no launch between them
+  // reads what it writes, and the reduction then joins the group with each kernel in its own
+  // tensor's place. Whether it did.
   auto lead_in = [&](const PlannedLaunch& launch) {
     std::map<uint32_t, uint32_t> reader;  // storage the reduction reads -> its instance
     for (uint32_t i = 0; i < launch.kernels.size(); ++i) {
@@ -196,6 +200,7 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
     for (size_t p = ordered.size(); p-- > free_from;) {
       const PlannedLaunch& candidate = ordered[p];
       std::vector<uint32_t> instances;
+      size_t unread = 0;  // kernels that write nothing the reduction reads
       for (uint32_t k : candidate.kernels) {
         const Kernel& kernel = plan.kernels[k];
         std::optional<uint32_t> found;
@@ -205,12 +210,15 @@ void group_rows(const ir::Graph& graph, ExecutionPlan& plan) {
           if (it->second == kAmbiguous || (found && *found != it->second)) return false;
           found = it->second;
         }
-        if (!found) break;
+        if (!found) {
+          ++unread;
+          continue;
+        }
         if (kernel.opaque >= 0 || kernel.program.reduce != ReduceKind::None) return false;
         instances.push_back(*found);
       }
       if (instances.empty()) continue;  // writes nothing the reduction reads
-      if (instances.size() != candidate.kernels.size()) return false;
+      if (unread > 0) return false;
       // Nothing between the candidate and the reduction reads what the candidate writes.
       std::set<uint32_t> outputs;
       for (uint32_t k : candidate.kernels) {
@@ -343,7 +351,8 @@ void hoist_reductions(const ir::Graph& graph, ExecutionPlan& plan) {
 // Blocks are placed largest first, each at the lowest offset where it overlaps no placed block
 // that is live at the same time: the usual greedy packing for buffers with known lifetimes,
 // within a few percent of the peak of live bytes on training graphs.
-ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph, bool rows_in_scratch) {
+ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph,
+                         const std::vector<char>& in_scratch) {
   const size_t num_temps = plan.temp_nodes.size();
   std::vector<uint32_t> root(num_temps);
   for (uint32_t t = 0; t < num_temps; ++t) {
@@ -366,7 +375,7 @@ ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph, bool
   }
   std::vector<uint32_t> order;
   for (uint32_t t = 0; t < num_temps; ++t) {
-    if (root[t] == t && !(rows_in_scratch && plan.temp_row_local[t])) order.push_back(t);
+    if (root[t] == t && !(t < in_scratch.size() && in_scratch[t])) order.push_back(t);
   }
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return blocks[a].bytes != blocks[b].bytes ? blocks[a].bytes > blocks[b].bytes
@@ -430,8 +439,8 @@ class Planner {
     follow_slots_in_execution_order();
     span_row_groups();
     index_readers();
-    reuse_temporaries();
     mark_row_local_temporaries();
+    reuse_temporaries();
     find_donation_candidates();
     return std::move(plan_);
   }
@@ -586,13 +595,25 @@ class Planner {
     const uint32_t launch = launch_of_kernel_[k];
     for (uint32_t other : readers_[slot]) {
       if (other == k || group_last_[launch_of_kernel_[other]] < group_first_[launch]) continue;
-      // In k's row group: fine if it runs before k and reads only the rows it computes.
-      if (group_first_[launch_of_kernel_[other]] != group_first_[launch] ||
-          launch_of_kernel_[other] >= launch || !reads_rows(other, slot)) {
-        return false;
-      }
+      // In k's row group: fine if it runs before k, reads only the rows it computes, and
+      // iterates the rows of k's tensor (a group runs its tensors' blocks in any order).
+      if (!reads_earlier_in_group(other, k, slot)) return false;
     }
     return true;
+  }
+
+  // Whether kernel `other`, a reader of `slot`, runs in kernel k's row group before k's launch,
+  // reads the slot row for row, and iterates the rows of the same tensor of the group as k.
+  bool reads_earlier_in_group(uint32_t other, uint32_t k, int slot) {
+    const uint32_t launch = launch_of_kernel_[k];
+    return group_first_[launch_of_kernel_[other]] == group_first_[launch] &&
+           launch_of_kernel_[other] < launch && reads_rows(other, slot) &&
+           row_instance_of(other) == row_instance_of(k);
+  }
+
+  // The tensor of its row group whose rows kernel k iterates.
+  uint32_t row_instance_of(uint32_t k) const {
+    return plan_.launches[launch_of_kernel_[k]].row_instance[instance_of_kernel_[k]];
   }
 
   // The graph inputs that launches of kernel k's row group before k's launch read, and k does
@@ -620,27 +641,20 @@ class Planner {
   }
 
   // Whether elementwise kernel k of a row group may write its output (of `out`'s dtype and
-  // size) over the buffer of input slot `slot`, which it does not read: every reader of the slot
-  // runs before k in k's row group and reads it row for row, so a block's rows of it are read
-  // before k writes the same rows (the output's rows are the group's too, row for row, as k
-  // iterates them).
+  // size) over the buffer of graph input `slot`, which it does not read: every reader of the
+  // slot runs before k in k's row group, reads it row for row and iterates k's tensor's rows,
+  // so a block's rows of it are read before k writes the same rows (the output's rows are the
+  // group's too, row for row, as k iterates them).
   bool may_overwrite_unread(uint32_t k, int slot, uint32_t out) {
     const Kernel& kernel = plan_.kernels[k];
-    const uint32_t in =
-        slot < first_temp_ ? graph_.inputs[slot] : plan_.temp_nodes[slot - first_temp_];
+    const uint32_t in = graph_.inputs[slot];
     if (graph_.node(in).dtype != graph_.node(out).dtype ||
         !plan_.assumptions.same_numel(graph_, in, out) ||
         !plan_.assumptions.same_numel(graph_, out, kernel.shape_node)) {
       return false;
     }
-    const uint32_t launch = launch_of_kernel_[k];
     for (uint32_t other : readers_[slot]) {
-      if (group_first_[launch_of_kernel_[other]] != group_first_[launch] ||
-          launch_of_kernel_[other] >= launch || !reads_rows(other, slot) ||
-          plan_.launches[launch_of_kernel_[other]].row_instance[instance_of_kernel_[other]] !=
-              plan_.launches[launch].row_instance[instance_of_kernel_[k]]) {
-        return false;
-      }
+      if (!reads_earlier_in_group(other, k, slot)) return false;
     }
     return !readers_[slot].empty();
   }
@@ -657,12 +671,13 @@ class Planner {
         if (kernel.program.reduce != ReduceKind::None || kernel.opaque >= 0) continue;
         for (uint32_t out_node : kernel.output_nodes) {
           const int out_slot = plan_.slot_of[out_node];
-          if (out_slot < first_temp_) continue;
+          // A row-local temporary needs no buffer to take over, nor has one to give.
+          if (out_slot < first_temp_ || plan_.temp_row_local[out_slot - first_temp_]) continue;
           for (uint32_t node : kernel.input_nodes) {
             const int slot = plan_.slot_of[storage_node(graph_, node)];
             if (slot < first_temp_ || slot == out_slot) continue;
             const size_t t = static_cast<size_t>(slot - first_temp_);
-            if (taken[t] || !may_overwrite(k, slot, out_node)) continue;
+            if (taken[t] || plan_.temp_row_local[t] || !may_overwrite(k, slot, out_node)) continue;
             taken[t] = 1;
             plan_.temp_reuses[out_slot - first_temp_] = static_cast<int32_t>(t);
             break;
@@ -677,10 +692,6 @@ class Planner {
   void mark_row_local_temporaries() {
     const size_t num_temps = plan_.temp_nodes.size();
     plan_.temp_row_local.assign(num_temps, 0);
-    std::vector<char> reused(num_temps, 0);
-    for (int32_t source : plan_.temp_reuses) {
-      if (source >= 0) reused[static_cast<size_t>(source)] = 1;
-    }
     std::vector<int64_t> writer(num_temps, -1);
     for (uint32_t k = 0; k < plan_.kernels.size(); ++k) {
       for (uint32_t node : plan_.kernels[k].output_nodes) {
@@ -689,7 +700,7 @@ class Planner {
       }
     }
     for (size_t t = 0; t < num_temps; ++t) {
-      if (writer[t] < 0 || reused[t] || plan_.temp_reuses[t] >= 0) continue;
+      if (writer[t] < 0) continue;
       const uint32_t group = group_first_[launch_of_kernel_[static_cast<uint32_t>(writer[t])]];
       if (plan_.launches[group].row_group <= 1) continue;
       const int slot = first_temp_ + static_cast<int>(t);

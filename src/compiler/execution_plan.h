@@ -56,7 +56,7 @@ struct ExecutionPlan {
   // row for row (softmax's exponentials, a block's moments before their maximum): a backend
   // that runs the group row block by row block may keep the block's rows of it in scratch
   // memory of its own, reused block after block, instead of in the arena
-  // (layout_arena(..., rows_in_scratch)). Never one that takes over a buffer or is taken over.
+  // (layout_arena(..., in_scratch)). Never one that takes over a buffer or is taken over.
   std::vector<char> temp_row_local;
   std::vector<int32_t> slot_of;  // per graph node: its buffer slot, or -1 if never in memory
   std::vector<uint32_t> scalar_position;  // per graph node: its index among graph.scalars
@@ -76,15 +76,15 @@ struct ExecutionPlan {
 // temporary t at temp_offset[t] (a multiple of kArenaAlignment), so a step needs one
 // allocation and the same arena serves every step of those sizes. Temporaries whose lifetimes
 // overlap never share bytes (one that takes over another shares its offset), so the arena is
-// the step's peak of live temporaries plus what packing them loses. With rows_in_scratch (a
-// backend that keeps row-local temporaries in scratch of its own), those take no arena bytes
-// (their offset is 0, unused).
+// the step's peak of live temporaries plus what packing them loses. Temporaries marked in
+// `in_scratch` (row-local ones a backend keeps in scratch of its own; empty: none) take no arena
+// bytes (their offset is 0, unused).
 struct ArenaLayout {
   std::vector<size_t> temp_offset;
   size_t arena_bytes = 0;
 };
 ArenaLayout layout_arena(const ExecutionPlan& plan, const ir::Graph& graph,
-                         bool rows_in_scratch = false);
+                         const std::vector<char>& in_scratch = {});
 
 // The rows of the row group that `launch` begins, for graph's sizes: those of its `instance`-th
 // kernel (a multi-tensor group has rows for each tensor).

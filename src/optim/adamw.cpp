@@ -265,12 +265,12 @@ void AdamW::step() {
 
 // Precision::q8 for one parameter whose moments are 8-bit codes: dequantized with the block
 // maxima, updated, and quantized again against the new maxima, the weights updated in the same
-// kernel. The launches are one row group (a block of rows goes through all of them before the
-// next): on a device that keeps a row group's row-local temporaries in scratch (the CPU), the
-// moments are computed once and a block's f32 moments never leave its worker's cache;
-// elsewhere they are computed twice from the codes, once inside the reductions that find the
-// block maxima and once for the kernel that writes codes and weights, so that no f32 moment is
-// ever stored.
+// kernel. The plan makes the launches one row group (a block of rows goes through all of them
+// before the next): on a device that keeps a row group's row-local temporaries in scratch (the
+// CPU), the moments are computed once and a block's f32 moments never leave its worker's cache;
+// elsewhere (and for a parameter of one block, whose reductions make no group) they are computed
+// twice from the codes, once inside the reductions that find the block maxima and once for the
+// kernel that writes codes and weights, so that no f32 moment is ever stored.
 void AdamW::step_quantized(const AdamWOptions& o, double t, State& s, Tensor& p, Tensor& weights,
                            const Tensor& grad, DType compute) {
   std::vector<int> block_dims;
@@ -285,8 +285,10 @@ void AdamW::step_quantized(const AdamWOptions& o, double t, State& s, Tensor& p,
   const auto [m_seen, v_seen] = moments();
   const Tensor m_absmax = m_seen.abs().max(block_dims, true);
   const Tensor v_absmax = v_seen.max(block_dims, true);
-  auto [m, v] =
-      trace::keeps_row_local_temporaries(p.device()) ? std::pair{m_seen, v_seen} : moments();
+  // One block maximum per row of blocks: a row group needs two rows or more.
+  const bool once =
+      trace::keeps_row_local_temporaries(p.device()) && s.exp_avg_absmax.shape().numel() >= 2;
+  auto [m, v] = once ? std::pair{m_seen, v_seen} : moments();
   Tensor no_max;
   update_weights(flavor_, o, t, weights, m, v, no_max);
   // The maxima are kept at least the smallest normal f32: a block of zeros is then multiplied by

@@ -815,8 +815,34 @@ std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
 namespace {
 
 // Each row-local temporary goes to the first launch of the row group that writes it.
-void place_row_locals(const compiler::ExecutionPlan& plan, const ir::Graph& graph,
-                      CpuExecutable& exe) {
+// A row group's blocks: for each of its tensors, as many rows as make about kUnitElements
+// elements of its widest launch (one row at least), on the group's first launch.
+void size_row_blocks(std::vector<Launch>& launches) {
+  for (size_t l = 0; l < launches.size(); ++l) {
+    Launch& lead = launches[l];
+    if (lead.row_group <= 1) continue;
+    std::vector<int64_t> widest(lead.rows.size(), 1);
+    for (size_t m = 0; m < lead.row_group; ++m) {
+      const Launch& launch = launches[l + m];
+      for (size_t j = 0; j < launch.row_instance.size(); ++j) {
+        const uint32_t i = launch.row_instance[j];
+        if (lead.rows[i] > 0)
+          widest[i] = std::max(widest[i], launch.instances[j].numel / lead.rows[i]);
+      }
+    }
+    lead.widest_row = widest;
+    for (int64_t row : widest)
+      lead.rows_per_block.push_back(std::max<int64_t>(1, kUnitElements / row));
+    l += lead.row_group - 1;
+  }
+}
+
+// Each row-local temporary goes to the first launch of the row group that writes it, and to a
+// worker's scratch, where its tensor's rows are at most kUnitElements elements wide (a block's
+// rows of it then take at most kUnitElements elements); wider ones stay in the arena. Returns
+// which temporaries the scratch holds.
+std::vector<char> place_row_locals(const compiler::ExecutionPlan& plan, const ir::Graph& graph,
+                                   CpuExecutable& exe) {
   std::vector<size_t> group_of(plan.launches.size());
   for (size_t l = 0; l < plan.launches.size();) {
     const size_t count = std::max<uint32_t>(1, plan.launches[l].row_group);
@@ -824,21 +850,24 @@ void place_row_locals(const compiler::ExecutionPlan& plan, const ir::Graph& grap
     l += count;
   }
   const size_t first_temp = static_cast<size_t>(plan.num_inputs + plan.num_outputs);
+  std::vector<char> in_scratch(plan.temp_nodes.size(), 0);
   for (size_t l = 0; l < plan.launches.size(); ++l) {
     const std::vector<uint32_t>& kernels = plan.launches[l].kernels;
-    for (uint32_t i = 0; i < kernels.size(); ++i) {
-      for (uint32_t node : plan.kernels[kernels[i]].output_nodes) {
+    for (uint32_t j = 0; j < kernels.size(); ++j) {
+      for (uint32_t node : plan.kernels[kernels[j]].output_nodes) {
         const auto slot = static_cast<size_t>(plan.slot_of[node]);
         if (slot < first_temp || !plan.temp_row_local[slot - first_temp]) continue;
-        Launch& first = exe.launches[group_of[l]];
+        Launch& lead = exe.launches[group_of[l]];
+        const uint32_t i = plan.launches[l].row_instance[j];
+        if (lead.widest_row[i] > kUnitElements || lead.rows[i] <= 0) continue;
         const ir::Node& value = graph.node(node);
         const int64_t bytes = value.shape.numel() * static_cast<int64_t>(dtype_size(value.dtype));
-        const uint32_t instance = plan.launches[l].row_instance[i];
-        const int64_t rows = first.rows[instance];
-        first.row_locals.push_back({slot, rows > 0 ? bytes / rows : 0, instance});
+        lead.row_locals.push_back({slot, bytes / lead.rows[i], i});
+        in_scratch[slot - first_temp] = 1;
       }
     }
   }
+  return in_scratch;
 }
 
 }  // namespace
@@ -846,12 +875,9 @@ void place_row_locals(const compiler::ExecutionPlan& plan, const ir::Graph& grap
 std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::string* why) const {
   if (!plan.assumptions.hold_for(graph, why)) return nullptr;
   auto exe = std::make_shared<CpuExecutable>();
-  const compiler::ArenaLayout arena = compiler::layout_arena(plan, graph, /*rows_in_scratch=*/true);
   exe->num_kernels = num_kernels;
   exe->num_inputs = plan.num_inputs;
   exe->num_outputs = plan.num_outputs;
-  exe->temp_offset = arena.temp_offset;
-  exe->temporary_bytes = static_cast<int64_t>(arena.arena_bytes);
   exe->donation_candidates = plan.donation_candidates;
   exe->output_launch = plan.output_launch;
   for (size_t l = 0; l < plan.launches.size(); ++l) {
@@ -888,7 +914,11 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
     exe->launches.push_back(std::move(launch));
   }
   describe_row_groups(exe->launches);
-  place_row_locals(plan, graph, *exe);
+  size_row_blocks(exe->launches);
+  const compiler::ArenaLayout arena =
+      compiler::layout_arena(plan, graph, place_row_locals(plan, graph, *exe));
+  exe->temp_offset = arena.temp_offset;
+  exe->temporary_bytes = static_cast<int64_t>(arena.arena_bytes);
   exe->num_launches = static_cast<int64_t>(exe->launches.size());
   return exe;
 }
@@ -922,24 +952,15 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
       for (uint32_t s : inst.scalar_args) scalars[m].push_back(args.scalars[s]);
     }
   }
-  // The blocks of rows: per instance, as many rows as make about kUnitElements elements of
-  // its widest launch.
+  // The blocks of rows, tensor after tensor (Launch::rows_per_block).
   struct Block {
     uint32_t instance;
     int64_t begin, end;
   };
   std::vector<Block> blocks;
-  std::vector<int64_t> rows_per_block(instances, 1);
+  const std::vector<int64_t>& rows_per_block = lead.rows_per_block;
   for (size_t i = 0; i < instances; ++i) {
     const int64_t rows = lead.rows[i];
-    if (rows <= 0) continue;
-    int64_t widest_row = 1;
-    for (size_t m = 0; m < count; ++m) {
-      for (uint32_t j : members[m][i]) {
-        widest_row = std::max(widest_row, exe.launches[first + m].instances[j].numel / rows);
-      }
-    }
-    rows_per_block[i] = std::max<int64_t>(1, kUnitElements / widest_row);
     for (int64_t begin = 0; begin < rows; begin += rows_per_block[i]) {
       blocks.push_back(
           {static_cast<uint32_t>(i), begin, std::min(rows, begin + rows_per_block[i])});
@@ -970,18 +991,21 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
     thread_local std::vector<void*> own_slots;
     thread_local std::vector<std::byte> block_scratch;
     std::vector<void*>* unit_slots = &slots;
-    if (!locals.empty()) {
-      own_slots = slots;
-      if (block_scratch.size() < local_bytes + compiler::kArenaAlignment) {
-        block_scratch.resize(local_bytes + compiler::kArenaAlignment);
-      }
-      unit_slots = &own_slots;
-    }
-    const auto scratch_base = reinterpret_cast<uintptr_t>(block_scratch.data());
-    const uintptr_t aligned_base = (scratch_base + compiler::kArenaAlignment - 1) /
-                                   compiler::kArenaAlignment * compiler::kArenaAlignment;
+    uintptr_t aligned_base = 0;
     for (size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks.size();) {
       const Block& block = blocks[b];
+      if (!locals.empty() && unit_slots == &slots) {  // this worker's first block
+        own_slots = slots;
+        if (block_scratch.size() < local_bytes + compiler::kArenaAlignment) {
+          block_scratch.resize(local_bytes + compiler::kArenaAlignment);
+        }
+        const auto base = reinterpret_cast<uintptr_t>(block_scratch.data());
+        aligned_base = (base + compiler::kArenaAlignment - 1) / compiler::kArenaAlignment *
+                       compiler::kArenaAlignment;
+        unit_slots = &own_slots;
+      }
+      // Kernels address a block's rows from where row 0 would be (slot + position): an
+      // address below the scratch, never read, which the kernels' offsets bring back into it.
       for (size_t j = 0; j < locals.size(); ++j) {
         if (locals[j].instance != block.instance) continue;
         own_slots[locals[j].slot] = reinterpret_cast<void*>(

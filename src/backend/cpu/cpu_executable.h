@@ -40,16 +40,21 @@ struct Launch {
   std::vector<WorkUnit> units;
   int64_t num_partials = 0;  // doubles
   int num_scalars = 0;
-  // On the first launch of a row group (compiler::PlannedLaunch): the group's size, and the
-  // rows of each of its instances (tensors) for the graph's sizes.
+  // On the first launch of a row group (compiler::PlannedLaunch): the group's size, and per
+  // instance of the group (tensor), for the graph's sizes: its rows, the elements of a row in
+  // its widest launch, and the rows of a block (about kUnitElements elements of that launch).
   uint32_t row_group = 1;
   std::vector<int64_t> rows;
+  std::vector<int64_t> widest_row;
+  std::vector<int64_t> rows_per_block;
   // On every launch of a row group: per kernel instance, the group instance it belongs to.
   std::vector<uint32_t> row_instance;
   // On the first launch of a row group: the temporaries only the group writes and reads, row
   // for row (compiler::ExecutionPlan::temp_row_local), by slot, bytes a row and the group
-  // instance that writes them. They have no arena bytes: each worker keeps a block's rows of them
-  // in scratch of its own.
+  // instance that writes them, where that instance's rows are at most kUnitElements elements
+  // wide. They have no arena bytes: each worker keeps a block's rows of them (at most
+  // kUnitElements elements each) in scratch of its own, reused from block to block and step to
+  // step.
   struct RowLocal {
     size_t slot;
     int64_t row_bytes;
