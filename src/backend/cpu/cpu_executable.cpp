@@ -814,25 +814,34 @@ std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
 
 namespace {
 
-// Each row-local temporary goes to the first launch of the row group that writes it.
 // A row group's blocks: for each of its tensors, as many rows as make about kUnitElements
-// elements of its widest launch (one row at least), on the group's first launch.
+// elements of its widest launch (one row at least), on the group's first launch; and on each
+// of its launches, the kernel instances of each tensor.
 void size_row_blocks(std::vector<Launch>& launches) {
   for (size_t l = 0; l < launches.size(); ++l) {
     Launch& lead = launches[l];
     if (lead.row_group <= 1) continue;
-    std::vector<int64_t> widest(lead.rows.size(), 1);
+    const size_t instances = lead.rows.size();
+    std::vector<int64_t> widest(instances, 1);
     for (size_t m = 0; m < lead.row_group; ++m) {
-      const Launch& launch = launches[l + m];
-      for (size_t j = 0; j < launch.row_instance.size(); ++j) {
+      Launch& launch = launches[l + m];
+      launch.row_members.assign(instances, {});
+      for (uint32_t j = 0; j < launch.row_instance.size(); ++j) {
         const uint32_t i = launch.row_instance[j];
-        if (lead.rows[i] > 0)
+        launch.row_members[i].push_back(j);
+        if (lead.rows[i] > 0) {
           widest[i] = std::max(widest[i], launch.instances[j].numel / lead.rows[i]);
+        }
       }
     }
     lead.widest_row = widest;
-    for (int64_t row : widest)
-      lead.rows_per_block.push_back(std::max<int64_t>(1, kUnitElements / row));
+    for (uint32_t i = 0; i < instances; ++i) {
+      const int64_t per_block = std::max<int64_t>(1, kUnitElements / widest[i]);
+      lead.rows_per_block.push_back(per_block);
+      for (int64_t begin = 0; begin < lead.rows[i]; begin += per_block) {
+        lead.row_blocks.push_back({i, begin, std::min(lead.rows[i], begin + per_block)});
+      }
+    }
     l += lead.row_group - 1;
   }
 }
@@ -865,6 +874,17 @@ std::vector<char> place_row_locals(const compiler::ExecutionPlan& plan, const ir
         lead.row_locals.push_back({slot, bytes / lead.rows[i], i});
         in_scratch[slot - first_temp] = 1;
       }
+    }
+  }
+  // Each instance's temporaries one after another in a block's scratch.
+  for (Launch& lead : exe.launches) {
+    std::vector<size_t> used(lead.rows.size(), 0);
+    for (Launch::RowLocal& local : lead.row_locals) {
+      local.offset = used[local.instance];
+      const auto bytes = static_cast<size_t>(local.row_bytes * lead.rows_per_block[local.instance]);
+      used[local.instance] += (bytes + compiler::kArenaAlignment - 1) / compiler::kArenaAlignment *
+                              compiler::kArenaAlignment;
+      lead.row_local_bytes = std::max(lead.row_local_bytes, used[local.instance]);
     }
   }
   return in_scratch;
@@ -937,14 +957,6 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
   row_groups.add();
   const Launch& lead = exe.launches[first];
   const size_t count = lead.row_group;
-  const size_t instances = lead.rows.size();
-  // Per launch and group instance, the launch's kernel instances that iterate its rows.
-  std::vector<std::vector<std::vector<uint32_t>>> members(
-      count, std::vector<std::vector<uint32_t>>(instances));
-  for (size_t m = 0; m < count; ++m) {
-    const std::vector<uint32_t>& of = exe.launches[first + m].row_instance;
-    for (uint32_t j = 0; j < of.size(); ++j) members[m][of[j]].push_back(j);
-  }
   // Per launch, each instance's scalar arguments one after another.
   std::vector<std::vector<double>> scalars(count);
   for (size_t m = 0; m < count; ++m) {
@@ -952,35 +964,8 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
       for (uint32_t s : inst.scalar_args) scalars[m].push_back(args.scalars[s]);
     }
   }
-  // The blocks of rows, tensor after tensor (Launch::rows_per_block).
-  struct Block {
-    uint32_t instance;
-    int64_t begin, end;
-  };
-  std::vector<Block> blocks;
-  const std::vector<int64_t>& rows_per_block = lead.rows_per_block;
-  for (size_t i = 0; i < instances; ++i) {
-    const int64_t rows = lead.rows[i];
-    for (int64_t begin = 0; begin < rows; begin += rows_per_block[i]) {
-      blocks.push_back(
-          {static_cast<uint32_t>(i), begin, std::min(rows, begin + rows_per_block[i])});
-    }
-  }
-  // Where each row-local temporary's rows start in a worker's block scratch (the temporaries
-  // of one instance one after another; a block holds one instance's).
+  const std::vector<Launch::RowBlock>& blocks = lead.row_blocks;
   const std::vector<Launch::RowLocal>& locals = lead.row_locals;
-  std::vector<size_t> local_at(locals.size());
-  std::vector<size_t> instance_bytes(instances, 0);
-  size_t local_bytes = 0;
-  for (size_t j = 0; j < locals.size(); ++j) {
-    size_t& used = instance_bytes[locals[j].instance];
-    local_at[j] = used;
-    const auto bytes =
-        static_cast<size_t>(locals[j].row_bytes * rows_per_block[locals[j].instance]);
-    used += (bytes + compiler::kArenaAlignment - 1) / compiler::kArenaAlignment *
-            compiler::kArenaAlignment;
-    local_bytes = std::max(local_bytes, used);
-  }
   std::vector<double> no_partials;
   std::atomic<size_t> next{0};
   std::atomic<bool> interpreted{false};
@@ -993,11 +978,11 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
     std::vector<void*>* unit_slots = &slots;
     uintptr_t aligned_base = 0;
     for (size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks.size();) {
-      const Block& block = blocks[b];
+      const Launch::RowBlock& block = blocks[b];
       if (!locals.empty() && unit_slots == &slots) {  // this worker's first block
         own_slots = slots;
-        if (block_scratch.size() < local_bytes + compiler::kArenaAlignment) {
-          block_scratch.resize(local_bytes + compiler::kArenaAlignment);
+        if (block_scratch.size() < lead.row_local_bytes + compiler::kArenaAlignment) {
+          block_scratch.resize(lead.row_local_bytes + compiler::kArenaAlignment);
         }
         const auto base = reinterpret_cast<uintptr_t>(block_scratch.data());
         aligned_base = (base + compiler::kArenaAlignment - 1) / compiler::kArenaAlignment *
@@ -1006,10 +991,10 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
       }
       // Kernels address a block's rows from where row 0 would be (slot + position): an
       // address below the scratch, never read, which the kernels' offsets bring back into it.
-      for (size_t j = 0; j < locals.size(); ++j) {
-        if (locals[j].instance != block.instance) continue;
-        own_slots[locals[j].slot] = reinterpret_cast<void*>(
-            aligned_base + local_at[j] - static_cast<uintptr_t>(block.begin * locals[j].row_bytes));
+      for (const Launch::RowLocal& local : locals) {
+        if (local.instance != block.instance) continue;
+        own_slots[local.slot] = reinterpret_cast<void*>(
+            aligned_base + local.offset - static_cast<uintptr_t>(block.begin * local.row_bytes));
       }
       const int64_t rows = lead.rows[block.instance];
       for (size_t m = 0; m < count; ++m) {
@@ -1018,7 +1003,7 @@ void run_row_group(const CpuExecutable& exe, size_t first, const ExecutionArgs& 
         if (std::strcmp(kernel.method(), "interpreter") == 0) {
           interpreted.store(true, std::memory_order_relaxed);
         }
-        for (uint32_t j : members[m][block.instance]) {
+        for (uint32_t j : launch.row_members[block.instance]) {
           // Elementwise launches count elements, reductions their outputs (one per row).
           const int64_t per_row =
               launch.reduce == ReduceKind::None ? launch.instances[j].numel / rows : 1;

@@ -47,20 +47,32 @@ struct Launch {
   std::vector<int64_t> rows;
   std::vector<int64_t> widest_row;
   std::vector<int64_t> rows_per_block;
-  // On every launch of a row group: per kernel instance, the group instance it belongs to.
+  // On the first launch of a row group: its blocks of rows, tensor after tensor, which the
+  // workers share out.
+  struct RowBlock {
+    uint32_t instance;
+    int64_t begin, end;
+  };
+  std::vector<RowBlock> row_blocks;
+  // On every launch of a row group: per kernel instance, the group instance it belongs to, and
+  // per group instance, the kernel instances that iterate its rows.
   std::vector<uint32_t> row_instance;
+  std::vector<std::vector<uint32_t>> row_members;
   // On the first launch of a row group: the temporaries only the group writes and reads, row
   // for row (compiler::ExecutionPlan::temp_row_local), by slot, bytes a row and the group
   // instance that writes them, where that instance's rows are at most kUnitElements elements
   // wide. They have no arena bytes: each worker keeps a block's rows of them (at most
   // kUnitElements elements each) in scratch of its own, reused from block to block and step to
-  // step.
+  // step, at `offset` (an instance's temporaries one after another; a block holds one
+  // instance's), in row_local_bytes of scratch.
   struct RowLocal {
     size_t slot;
     int64_t row_bytes;
     uint32_t instance;
+    size_t offset = 0;
   };
   std::vector<RowLocal> row_locals;
+  size_t row_local_bytes = 0;
   // What the launch computes, for the profiler's timeline: "matmul bf16 [1024, 384] x ...",
   // "reduction of 7 ops over [1024, 384] (dims 0) -> f32, 2 inputs, 1 output".
   std::string description;
