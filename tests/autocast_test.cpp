@@ -234,6 +234,25 @@ TEST_F(AutocastTest, MatmulGradientsMatchFiniteDifferencesToBf16Accuracy) {
   // Each gradient sums up to 2 * M * N terms of rounded factors (relative error 2^-8 each).
   expect_close(doubles(a.grad()), want_a, {2e-2, 4e-2});
   expect_close(doubles(b.grad()), want_b, {2e-2, 8e-2});
+
+  // The same b stored transposed and read through .t(), as nn.Linear's weight is: its
+  // gradient is the product of the transposes, in the stored layout.
+  std::vector<float> stored(K * N);
+  std::vector<double> want_stored(K * N);
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t n = 0; n < N; ++n) {
+      stored[n * K + k] = bv[k * N + n];
+      want_stored[n * K + k] = want_b[k * N + n];
+    }
+  }
+  Tensor a2 = lt::from_vector(av, {B, M, K}).requires_grad_(true);
+  Tensor weight = lt::from_vector(stored, {N, K}).requires_grad_(true);
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    (lt::matmul(a2, weight.t()) * lt::from_vector(gv, {B, M, N})).sum().backward();
+  }
+  expect_close(doubles(a2.grad()), want_a, {2e-2, 4e-2});
+  expect_close(doubles(weight.grad()), want_stored, {2e-2, 8e-2});
 }
 
 // A parameter's bf16 copy is made once and reused; written, the parameter is never read

@@ -290,6 +290,16 @@ TEST_F(GradCheck, MatrixProducts) {
         {Input{Shape{4}}, Input{Shape{4}}});
   check("bmm", [](auto& t) { return lt::bmm(t[0], t[1].transpose(1, 2)); },
         {Input{Shape{2, 3, 4}}, Input{Shape{2, 5, 4}}});
+  // Right operands read transposed (their gradients are products of the transposes): a
+  // shared weight as nn.Linear holds it, and attention's keys stored [batch, length, heads,
+  // dim] and read [batch, heads, dim, length].
+  check("matmul_shared_transposed_weight", [](auto& t) { return lt::matmul(t[0], t[1].t()); },
+        {Input{Shape{2, 3, 4}}, Input{Shape{5, 4}}});
+  check("matmul_permuted_keys",
+        [](auto& t) {
+          return lt::matmul(t[0], t[1].permute({0, 2, 3, 1}));
+        },
+        {Input{Shape{2, 3, 5, 4}}, Input{Shape{2, 6, 3, 4}}});
   check("linear", [](auto& t) { return lt::linear(t[0], t[1], t[2]); },
         {Input{Shape{2, 3, 4}}, Input{Shape{5, 4}}, Input{Shape{5}}});
   check("linear_no_bias", [](auto& t) { return lt::linear(t[0], t[1]); },

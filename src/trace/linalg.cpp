@@ -72,13 +72,30 @@ Tensor mixed_product(const Tensor& a16, const Tensor& b16, const char* op) {
   return product(a16, b16, DType::f32, op);
 }
 
+// Whether b is read as the transpose of stored matrices (attention's keys, k.transpose(2, 3)):
+// its rows run along memory and its columns across it.
+bool reads_transposed(const ir::NodePtr& b) {
+  const int rank = b->shape.rank();
+  return b->op == ir::OpKind::View && b->view_stride(rank - 2) == 1 &&
+         b->view_stride(rank - 1) != 1;
+}
+
 // The gradient of b in a @ b from a's transpose and the output gradient g. A shared matrix
-// against a batch is one product over all rows, not a batch of products summed afterwards.
+// against a batch is one product over all rows, not a batch of products summed afterwards. A
+// b that reads stored matrices transposed gets its gradient as the transpose of g^T a, which
+// is a^T g: the product then writes it in the stored matrices' layout, and the gradient of the
+// transposing view reads it in place instead of gathering it element by element.
 template <class Multiply>
-Tensor right_gradient(const Tensor& a, const Tensor& g, const Shape& b_shape, Multiply multiply) {
+Tensor right_gradient(const Tensor& a, const Tensor& g, const Shape& b_shape, bool b_transposed,
+                      Multiply multiply) {
   if (b_shape.rank() == 2 && a.dim() > 2) {
     const int64_t k = a.shape()[a.dim() - 1], n = g.shape()[g.dim() - 1];
-    return multiply(a.reshape({-1, k}).t(), g.reshape({-1, n}));
+    const Tensor rows = a.reshape({-1, k}), row_gradients = g.reshape({-1, n});
+    if (b_transposed) return multiply(row_gradients.t(), rows).t();
+    return multiply(rows.t(), row_gradients);
+  }
+  if (b_transposed) {
+    return autograd::sum_to(multiply(g.transpose(-1, -2), a).transpose(-1, -2), b_shape);
   }
   return autograd::sum_to(multiply(a.transpose(-1, -2), g), b_shape);
 }
@@ -94,13 +111,14 @@ Tensor autocast_product(const Tensor& a, const Tensor& b, const char* op) {
   return autograd::record(
       op, out, {&a, &b},
       [a16 = autograd::saved(a16), b16 = autograd::saved(b16), sa = a.shape(), sb = b.shape(),
-       ta = a.dtype(), tb = b.dtype(), op](const Tensor& g) {
+       ta = a.dtype(), tb = b.dtype(), b_transposed = reads_transposed(trace::value_of(b, op)),
+       op](const Tensor& g) {
         const Tensor g16 = trace::bf16_copy(g);
         const auto multiply = [op](const Tensor& x, const Tensor& y) {
           return mixed_product(x, y, op);
         };
         const Tensor ga = autograd::sum_to(multiply(g16, b16.transpose(-1, -2)), sa);
-        return Gradients{ga.to(ta), right_gradient(a16, g16, sb, multiply).to(tb)};
+        return Gradients{ga.to(ta), right_gradient(a16, g16, sb, b_transposed, multiply).to(tb)};
       });
 }
 
@@ -112,12 +130,14 @@ Tensor batched_product(const Tensor& a, const Tensor& b, const char* op) {
   Tensor out = product(a, b, va->dtype, op);
   if (!autograd::needs_grad({&a, &b})) return out;
   return autograd::record(
-      op, out, {&a, &b}, [sa_ = autograd::saved(a), sb_ = autograd::saved(b)](const Tensor& g) {
+      op, out, {&a, &b},
+      [sa_ = autograd::saved(a), sb_ = autograd::saved(b),
+       b_transposed = reads_transposed(vb)](const Tensor& g) {
         // In full precision, as recorded, even when backward() runs under autocast.
         const AutocastGuard full_precision(DType::f32);
         const Tensor ga = autograd::sum_to(matmul(g, sb_.transpose(-1, -2)), sa_.shape());
         const auto multiply = [](const Tensor& x, const Tensor& y) { return matmul(x, y); };
-        return Gradients{ga, right_gradient(sa_, g, sb_.shape(), multiply)};
+        return Gradients{ga, right_gradient(sa_, g, sb_.shape(), b_transposed, multiply)};
       });
 }
 
