@@ -238,13 +238,10 @@ TEST_F(AutocastTest, MatmulGradientsMatchFiniteDifferencesToBf16Accuracy) {
   // The same b stored transposed and read through .t(), as nn.Linear's weight is: its
   // gradient is the product of the transposes, in the stored layout.
   std::vector<float> stored(K * N);
-  std::vector<double> want_stored(K * N);
   for (int64_t k = 0; k < K; ++k) {
-    for (int64_t n = 0; n < N; ++n) {
-      stored[n * K + k] = bv[k * N + n];
-      want_stored[n * K + k] = want_b[k * N + n];
-    }
+    for (int64_t n = 0; n < N; ++n) stored[n * K + k] = bv[k * N + n];
   }
+  const std::vector<double> want_stored = transpose(want_b, K, N);
   Tensor a2 = lt::from_vector(av, {B, M, K}).requires_grad_(true);
   Tensor weight = lt::from_vector(stored, {N, K}).requires_grad_(true);
   {
@@ -454,6 +451,28 @@ TEST_F(AutocastTest, VectorsBatchesAndBf16LeavesGetTheirGradients) {
   expect_close(doubles(x.grad()), want_x, kF32Sums);
   EXPECT_EQ(v.grad().dtype(), DType::bf16);
   expect_close(doubles(v.grad()), want_v, {1.0 / 128, 1e-5});  // the f32 sums rounded to bf16
+}
+
+// GELU under autocast keeps its f32 input in bf16 for the backward pass (as PyTorch's autocast
+// computes it on a product's bf16 output) and computes its derivative in f32 from that.
+TEST_F(AutocastTest, GeluKeepsItsInputInBf16AndDifferentiatesInF32) {
+  constexpr int64_t n = 1000;
+  const std::vector<float> xv = values(n, -3, 3), gv = values(n);
+  Tensor x = lt::from_vector(xv, {n}).requires_grad_(true);
+  {
+    const lt::AutocastGuard autocast(DType::bf16);
+    (lt::gelu(x * 1.5 + 0.25) * lt::from_vector(gv, {n})).sum().backward();
+  }
+  std::vector<double> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double h = bf16(xv[i] * 1.5f + 0.25f);
+    const double derivative =
+        0.5 * (1 + std::erf(h / std::sqrt(2.0))) + h * std::exp(-h * h / 2) / std::sqrt(2 * M_PI);
+    want[i] = 1.5 * gv[i] * derivative;
+  }
+  // Tight enough to fail with the input kept in f32 or the derivative rounded to bf16 (both
+  // are off by up to 2^-9 relative).
+  expect_close(doubles(x.grad()), want, {2e-5, 1e-6});
 }
 
 // A product recorded without autocast keeps its full-precision backward when backward() runs

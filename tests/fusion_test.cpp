@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -425,6 +426,38 @@ TEST_F(FusionTest, TemporariesWhoseLifetimesDoNotOverlapShareMemory) {
   }
   EXPECT_EQ(chained.to_vector(), stepwise.to_vector());
   EXPECT_EQ(total.item(), stepwise.sum().item());
+}
+
+// A value that only its own kernel reads, but for a narrowing cast that a later kernel reads
+// (GELU's input kept in bf16 for the backward pass), is cast inside its kernel: the step
+// stores the bf16 value, never the f32 one.
+TEST_F(FusionTest, ANarrowingCastReadLaterIsStoredByItsProducersKernel) {
+  const int64_t n = 4099;
+  const std::vector<float> av = values(n);
+  const Tensor a = lt::from_vector(av, {n});
+  settle();
+  Tensor x = a * 2.0 + 1.0;
+  const Tensor out = x.exp();
+  const Tensor total = out.sum();  // a reduction: what reads the cast runs after it
+  const Tensor y = x.to(lt::DType::bf16).to(lt::DType::f32) * total;
+  x = Tensor();
+  lt::mark_step();
+  EXPECT_EQ(lt::last_step_stats().kernels, 3);
+  EXPECT_LT(lt::last_step_stats().temporary_bytes, n * 4) << "x is stored in bf16 only";
+
+  // The reference in double, with x rounded to bf16 to nearest, ties to even.
+  const auto bf16 = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits = (bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff0000u;
+    std::memcpy(&f, &bits, 4);
+    return static_cast<double>(f);
+  };
+  double sum = 0;
+  for (float v : av) sum += std::exp(2.0 * v + 1.0);
+  std::vector<double> want(av.size());
+  for (size_t i = 0; i < av.size(); ++i) want[i] = bf16(av[i] * 2.0f + 1.0f) * sum;
+  expect_close(y.to_vector<double>(), want, Tol{1e-5, 1e-5});
 }
 
 // An update that runs after every other reader of the old value (a parameter read by the

@@ -200,7 +200,33 @@ class Partitioner {
       for (uint32_t u : users_[i]) {
         level_[i] = std::max(level_[i], level_[u] + (fusible(i, u) ? 0 : 1));
       }
+      raise_narrowing_casts(i, fusible);
     }
+  }
+
+  // A narrowing cast of value i that a later kernel reads (GELU's input kept in bf16 for the
+  // backward pass) joins the kernel computing i when nothing else outside that kernel reads i:
+  // the kernel then stores the narrow value instead of the wide one, which the later kernel
+  // would read only to cast it. Raising the cast's level keeps every edge's rule (its users
+  // stay below it), and it takes i's group since the edge between them is fusible.
+  template <class Fusible>
+  void raise_narrowing_casts(uint32_t i, const Fusible& fusible) {
+    if (is_output_[i] || !elementwise(i) || folded_[i]) return;
+    const size_t wide = dtype_size(graph_.node(i).dtype);
+    const auto narrowing = [&](uint32_t u) {
+      const ir::Node& node = graph_.node(u);
+      return node.op == ir::OpKind::Cast && !folded_[u] && same_shape(i, u) &&
+             dtype_size(node.dtype) < wide;
+    };
+    std::vector<uint32_t> casts;
+    for (uint32_t u : users_[i]) {
+      if (narrowing(u)) {
+        if (level_[u] < level_[i]) casts.push_back(u);
+      } else if (level_[u] != level_[i] || !fusible(i, u)) {
+        return;  // read outside i's kernel: i is stored anyway
+      }
+    }
+    for (uint32_t c : casts) level_[c] = level_[i];
   }
 
   // Elementwise nodes of one shape and level that feed each other share a kernel (vertical

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "lazytensor/autocast.h"
 #include "lazytensor/autograd.h"
 #include "lazytensor/error.h"
 #include "lazytensor/functional.h"
@@ -226,11 +227,22 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     out = x * (((x * (1.0 / std::numbers::sqrt2)).erf() + 1.0) * 0.5);
   }
   if (!autograd::needs_grad({&x})) return out;
-  return autograd::record("gelu", out, {&x}, [saved = autograd::saved(x)](const Tensor& g) {
-    const Tensor derivative = trace::make_tensor(
-        trace::elementwise("gelu", ir::OpKind::GeluDerivative, {trace::value_of(saved, "gelu")}));
-    return autograd::Gradients{g * derivative};
-  });
+  // Under bf16 autocast an f32 input is kept in bf16, as the product before it would have
+  // returned it under PyTorch's autocast (where GELU runs on that bf16 output): half the bytes
+  // kept for the backward pass and read by it, and the f32 input, computed inside the kernel
+  // that applies GELU, is then not stored at all. The derivative is computed in f32.
+  Tensor kept = x;
+  if (x.dtype() == DType::f32 && autocast_dtype() == DType::bf16) {
+    const NoGradGuard no_grad;
+    kept = x.to(DType::bf16);
+  }
+  return autograd::record(
+      "gelu", out, {&x}, [saved = autograd::saved(kept), dtype = x.dtype()](const Tensor& g) {
+        const Tensor input = saved.dtype() == dtype ? saved : saved.to(dtype);
+        const Tensor derivative = trace::make_tensor(trace::elementwise(
+            "gelu", ir::OpKind::GeluDerivative, {trace::value_of(input, "gelu")}));
+        return autograd::Gradients{g * derivative};
+      });
 }
 
 void manual_seed(uint64_t seed) {
