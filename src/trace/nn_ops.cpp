@@ -238,9 +238,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   }
   return autograd::record(
       "gelu", out, {&x}, [saved = autograd::saved(kept), dtype = x.dtype()](const Tensor& g) {
-        const Tensor input = saved.dtype() == dtype ? saved : saved.to(dtype);
         const Tensor derivative = trace::make_tensor(trace::elementwise(
-            "gelu", ir::OpKind::GeluDerivative, {trace::value_of(input, "gelu")}));
+            "gelu", ir::OpKind::GeluDerivative, {trace::value_of(saved.to(dtype), "gelu")}));
         return autograd::Gradients{g * derivative};
       });
 }
