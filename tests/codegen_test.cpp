@@ -654,6 +654,81 @@ TEST_F(CodegenTest, CompiledSourceRunsInPlace) {
   expect_sample_kernel_works(*kernels[0], c);
 }
 
+// codes (u8 input) -> f32 -> the unsigned map's value (out0), and the signed map's value of
+// the code computed in the kernel from an f32 input (out1), which is not stored codes.
+KernelProgram stored_codes_program() {
+  using lt::ir::OpKind;
+  KernelProgram p;
+  const int32_t codes = add_instr(p, InstrKind::Input, DType::u8, OpKind::kCount, {}, 0);
+  const int32_t x = add_instr(p, InstrKind::Input, DType::f32, OpKind::kCount, {}, 1);
+  const int32_t wide = add_instr(p, InstrKind::Op, DType::f32, OpKind::Cast, {codes});
+  const int32_t value =
+      add_instr(p, InstrKind::Op, DType::f32, OpKind::DequantizeUnsigned8, {wide});
+  const int32_t code = add_instr(p, InstrKind::Op, DType::f32, OpKind::QuantizeSigned8, {x});
+  const int32_t signed_value =
+      add_instr(p, InstrKind::Op, DType::f32, OpKind::DequantizeSigned8, {code});
+  p.outputs = {value, signed_value};
+  return p;
+}
+
+// Stored codes are decoded a block at a time where the CPU can (kernel_prelude.h); either way
+// every value is the map's, bit for bit, at any offset, count and alignment of the arrays.
+TEST_F(CodegenTest, StoredCodesAreDecodedABlockAtATime) {
+  const KernelProgram program = stored_codes_program();
+  const std::string source = lt::backend::cpu::generate_source({&program}, {"lt_codes_kernel"});
+  EXPECT_NE(source.find("lt_kernel::lt_decode_dynamic8<true>(d3, in0 + block"), std::string::npos);
+  EXPECT_NE(source.find("const float r3 = d3[i - block];"), std::string::npos);
+  // The code computed in the kernel is looked up where it is.
+  EXPECT_EQ(source.find("lt_decode_dynamic8<false>"), std::string::npos);
+  EXPECT_NE(source.find("lt_kernel::DequantizeSigned8Fn{}(r4)"), std::string::npos);
+
+  const auto kernels = lt::backend::cpu::compile_native({&program}, native_options());
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_STREQ(kernels[0]->method(), "native");
+  std::vector<uint8_t> codes(1100);
+  std::vector<float> x(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) {
+    codes[i] = static_cast<uint8_t>(i < 256 ? i : scalar(0, 256));
+    x[i] = static_cast<float>(scalar(-1, 1));
+  }
+  const auto& unsigned_values = lt_kernel::kLtUnsignedLevels.values;
+  const auto& signed_values = lt_kernel::kLtSignedLevels.values;
+  // Whole blocks of 128 and 64, partial ones, and arrays that start off any alignment.
+  for (const auto& [offset, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 1100}, {0, 128}, {3, 64}, {1, 1}, {5, 200}, {7, 1093}}) {
+    SCOPED_TRACE(std::to_string(offset) + " + " + std::to_string(n));
+    std::vector<float> value(static_cast<size_t>(n) + 1, -7.0f), signed_value(value);
+    const void* inputs[] = {codes.data() + offset, x.data() + offset};
+    void* outputs[] = {value.data(), signed_value.data()};
+    kernels[0]->run(inputs, outputs, nullptr, offset, n);
+    size_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(offset + i);
+      bad += value[i] != unsigned_values[codes[k]];
+      bad += signed_value[i] !=
+             signed_values[static_cast<int>(lt_kernel::lt_dynamic8_code<false>(x[k]))];
+    }
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(value[n], -7.0f) << "written past the count";
+  }
+}
+
+// Through the engine: the optimizer's pattern (codes stored by one step, read by the next),
+// over every code, a launch's second work unit and its partial last block, and a transposed
+// view whose codes are gathered into tiles first.
+TEST_F(CodegenTest, StoredCodesMatchTheReference) {
+  // Casts truncate: codes 0..255.
+  const Tensor codes = uniform(Shape{70001}, 0, 256, DType::f32).to(DType::u8);
+  const Tensor grid = uniform(Shape{37, 41}, 0, 256, DType::f32).to(DType::u8);
+  settle();
+  constexpr Tol exact{0, 0};
+  check_outputs({
+      {"signed", lt::trace::dequantize8(codes, false), exact},
+      {"unsigned", lt::trace::dequantize8(codes, true), exact},
+      {"gathered", lt::trace::dequantize8(grid.t(), true), exact},
+  });
+}
+
 // The disk cache: a compile stores one shared object and leaves nothing else behind; the same
 // source again is loaded from disk; another directory starts cold.
 TEST_F(CodegenTest, DiskCacheServesTheSameSourceAgain) {

@@ -1,9 +1,11 @@
 // The body every target shares, and each dialect's signature and loop (kernel_source.h).
 #include "backend/kernel_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "ir/dtype_traits.h"
 #include "ir/ops.h"
@@ -125,6 +127,35 @@ bool rounded_in_kernel(const KernelProgram& program, int32_t r) {
   return !result_is_exact(program, instr);
 }
 
+// A value of an 8-bit map read from stored codes: an f32 Dequantize{Signed,Unsigned}8 of the
+// f32 cast of a u8 input. The CPU dialect decodes such codes a block at a time where the kernel
+// prelude can (LT_DECODES_CODES).
+struct StoredCodes {
+  int32_t value;  // the Dequantize's register
+  int32_t input;  // the input array of codes
+  bool is_unsigned;
+};
+
+std::vector<StoredCodes> stored_codes(const KernelProgram& program) {
+  std::vector<StoredCodes> found;
+  for (size_t r = 0; r < program.instrs.size(); ++r) {
+    const Instr& instr = program.instrs[r];
+    const bool is_unsigned = instr.op == ir::OpKind::DequantizeUnsigned8;
+    if (instr.kind != InstrKind::Op || instr.dtype != DType::f32 ||
+        (instr.op != ir::OpKind::DequantizeSigned8 && !is_unsigned)) {
+      continue;
+    }
+    const Instr& cast = program.instrs[instr.args[0]];
+    if (cast.kind != InstrKind::Op || cast.op != ir::OpKind::Cast || cast.dtype != DType::f32) {
+      continue;
+    }
+    const Instr& codes = program.instrs[cast.args[0]];
+    if (codes.kind != InstrKind::Input || codes.dtype != DType::u8) continue;
+    found.push_back({static_cast<int32_t>(r), codes.index, is_unsigned});
+  }
+  return found;
+}
+
 // The function's opening and its typed views of the input and output arrays, in0.. and out0...
 std::string signature(const KernelProgram& program, const std::string& symbol,
                       KernelDialect dialect) {
@@ -213,6 +244,8 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
   // multi-tensor optimizer's) do not all take a register for the whole loop.
   std::string body;
   bool counts_positions = false;
+  const std::vector<StoredCodes> decoded =
+      dialect == KernelDialect::cpu ? stored_codes(program) : std::vector<StoredCodes>{};
   for (size_t r = 0; r < program.instrs.size(); ++r) {
     const Instr& instr = program.instrs[r];
     const DTypeInfo& info = kernel_dtype(instr.dtype);
@@ -290,6 +323,15 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
         if (info.wide_register && !result_is_exact(program, instr)) {
           call = cast(instr.dtype, call, dialect);  // rounded to the dtype
         }
+        const bool decodes = std::any_of(decoded.begin(), decoded.end(), [&](const StoredCodes& c) {
+          return c.value == static_cast<int32_t>(r);
+        });
+        if (decodes) {
+          body += "#if LT_DECODES_CODES\n    ";
+          body += decl + "d" + std::to_string(r) + "[i - block];\n#else\n    ";
+          body += decl + call + ";\n#endif\n";
+          break;
+        }
         body += "    " + decl + call + ";\n";
         break;
       }
@@ -322,6 +364,16 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
     out +=
         "  const long block_end = n - block < lt_kernel::kPrefetchBlock ? n : block + "
         "lt_kernel::kPrefetchBlock;\n";
+    for (const StoredCodes& codes : decoded) {
+      std::string values = "d";
+      values += std::to_string(codes.value);
+      out += "#if LT_DECODES_CODES\n  float ";
+      out += values + "[lt_kernel::kPrefetchBlock];\n  lt_kernel::lt_decode_dynamic8<";
+      out += codes.is_unsigned ? "true" : "false";
+      out +=
+          ">(" + values + ", in" + std::to_string(codes.input) + " + block, block_end - block);\n";
+      out += "#endif\n";
+    }
     out += std::string("#pragma GCC ivdep\n  for (long i = block; i < block_end; ++i") +
            (counts_positions ? ", ++position" : "") + ") {\n" + body;
   }
