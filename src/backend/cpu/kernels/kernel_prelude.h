@@ -267,7 +267,7 @@ inline T lt_quantize_unsigned8(T x) {
 // on the code's top bit give one byte of 64 values, and four more permutes interleave the planes
 // into f32s. 0.08 ns a value on one thread of a Zen 5 against 0.25 for the gather the loop does
 // otherwise (Zen 5 gathers 16 lanes in about 16 cycles), which took the 8-bit AdamW step of
-// BERT-base from 99 to 89 ms. Without VBMI a block decoded by gathers into an array is slower
+// BERT-base from 96 to 83 ms there. Without VBMI a block decoded by gathers into an array is slower
 // than the gather in the loop (AVX-512 0.61 against 0.55 ns an element of that kernel, AVX2 0.78
 // against 0.64): those CPUs keep the loop's lookup.
 #if defined(__AVX512VBMI__) && defined(__AVX512BW__) && defined(__GNUC__) && \
