@@ -63,8 +63,9 @@ void visit_element_size(size_t size, F&& f) {
 
 // `count` copies of `value`: a broadcast run of a gathered input (a row's statistic across the
 // row, an 8-bit block's maximum across the block). The library is built for any x86-64, whose
-// 16-byte stores made these fills three fifths of the gathers' time in an 8-bit AdamW step; f32
-// and bf16 runs are filled with 64- or 32-byte stores where the CPU has them.
+// 16-byte stores made these fills three fifths of the gathers' time in an 8-bit AdamW step; runs
+// of every element size are filled with 64- or 32-byte stores where the CPU has them (the i64
+// labels of a cross-entropy, broadcast across the vocabulary, too).
 template <class E>
 [[gnu::always_inline]] inline void fill_run(E* dst, E value, int64_t count) {
   for (int64_t i = 0; i < count; ++i) dst[i] = value;
@@ -79,21 +80,13 @@ __attribute__((target("avx"))) inline void clear_upper_halves() {
   __builtin_ia32_vzeroupper();
 }
 
-__attribute__((target("avx512f"))) void fill_run_avx512(uint32_t* dst, uint32_t value,
-                                                        int64_t count) {
+template <class E>
+__attribute__((target("avx512f"))) void fill_run_avx512(E* dst, E value, int64_t count) {
   fill_run(dst, value, count);
   clear_upper_halves();
 }
-__attribute__((target("avx512f"))) void fill_run_avx512(uint16_t* dst, uint16_t value,
-                                                        int64_t count) {
-  fill_run(dst, value, count);
-  clear_upper_halves();
-}
-__attribute__((target("avx2"))) void fill_run_avx2(uint32_t* dst, uint32_t value, int64_t count) {
-  fill_run(dst, value, count);
-  clear_upper_halves();
-}
-__attribute__((target("avx2"))) void fill_run_avx2(uint16_t* dst, uint16_t value, int64_t count) {
+template <class E>
+__attribute__((target("avx2"))) void fill_run_avx2(E* dst, E value, int64_t count) {
   fill_run(dst, value, count);
   clear_upper_halves();
 }
@@ -102,12 +95,10 @@ __attribute__((target("avx2"))) void fill_run_avx2(uint16_t* dst, uint16_t value
 template <class E>
 void fill_elements(E* dst, E value, int64_t count) {
 #if defined(__x86_64__)
-  if constexpr (std::is_same_v<E, uint32_t> || std::is_same_v<E, uint16_t>) {
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    static const bool avx2 = __builtin_cpu_supports("avx2");
-    if (avx512) return fill_run_avx512(dst, value, count);
-    if (avx2) return fill_run_avx2(dst, value, count);
-  }
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) return fill_run_avx512(dst, value, count);
+  if (avx2) return fill_run_avx2(dst, value, count);
 #endif
   fill_run(dst, value, count);
 }
