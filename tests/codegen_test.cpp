@@ -572,6 +572,25 @@ TEST_F(CodegenTest, F32ArgmaxMatchesTheReferenceOverTiesNaNsAndTiles) {
   EXPECT_EQ(want[7], 17);
 }
 
+// A row repeated over the rows of the iteration space (a bias) is read in place by calls that
+// end where rows end, here with work units that start mid-row, a view that starts inside its
+// storage, a row reduction and rows short enough to stay in gathered tiles.
+TEST_F(CodegenTest, PeriodicInputsMatchTheReference) {
+  const Tensor x = uniform(Shape{300, 777}, -2, 2, DType::f32);
+  const Tensor bias = uniform(Shape{777}, -1, 1, DType::f32);
+  const Tensor storage = uniform(Shape{800}, -1, 1, DType::f32);
+  const Tensor narrow = uniform(Shape{100, 100}, -2, 2, DType::f32);
+  const Tensor narrow_bias = uniform(Shape{100}, -1, 1, DType::f32);
+  settle();
+  const Tensor offset_bias = storage.slice(0, 5, 782);
+  check_outputs({
+      {"bias", x * 2.0 + bias, kF32},
+      {"two_biases", (x + bias) * offset_bias, kF32},
+      {"row_sums", (x + bias).sum({1}), kF32Reduce},
+      {"narrow_rows", narrow * narrow_bias - 1.0, kF32},
+  });
+}
+
 // --- The generated source and the compiler, without the engine around them. ---
 
 int32_t add_instr(KernelProgram& program, InstrKind kind, DType dtype, lt::ir::OpKind op,

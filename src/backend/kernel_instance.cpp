@@ -150,8 +150,14 @@ Instance make_instance(const ir::Graph& graph, const compiler::ExecutionPlan& pl
     access.direct = std::equal(access.strides, access.strides + inst.rank, contiguous);
     access.uniform =
         std::all_of(access.strides, access.strides + inst.rank, [](int64_t s) { return s == 0; });
+    access.periodic = !access.direct && !access.uniform && inst.rank >= 2 &&
+                      access.strides[inst.rank - 1] == 1 &&
+                      std::all_of(access.strides, access.strides + inst.rank - 1,
+                                  [](int64_t s) { return s == 0; });
     inst.all_direct = inst.all_direct && access.direct;
     inst.only_uniform_gathers = inst.only_uniform_gathers && (access.direct || access.uniform);
+    inst.only_row_gathers =
+        inst.only_row_gathers && (access.direct || access.uniform || access.periodic);
     inst.inputs.push_back(access);
   }
   for (uint32_t node : kernel.output_nodes) {

@@ -16,6 +16,9 @@ struct InputAccess {
   int slot = 0;
   bool direct = false;
   bool uniform = false;  // one element broadcast everywhere (a rank-0 value)
+  // One row repeated over the iteration space's rows (a bias): strides 0 but the last, which is
+  // 1. A run of positions within one row reads it in place.
+  bool periodic = false;
   size_t elem_size = 4;
   int64_t offset = 0;                     // in elements: where a view starts in its storage
   int64_t strides[Shape::kMaxRank] = {};  // in elements, over the iteration space
@@ -40,6 +43,7 @@ struct Instance {
   bool columns = false;
   bool all_direct = true;
   bool only_uniform_gathers = true;  // every input direct or one broadcast value
+  bool only_row_gathers = true;      // every input direct, one broadcast value or periodic
 };
 
 // `kernel` of `plan` over `graph`'s sizes. `allow_columns`: a reduction over leading dims keeps

@@ -38,6 +38,10 @@ constexpr int64_t kMaxRowChunks = 16;
 // Elements per call when every input is direct or one broadcast value (a scalar on the
 // device): such tiles cost no gathering, so they can be longer.
 constexpr int64_t kUniformTileElements = 8192;
+// Rows at least this long are the calls of an elementwise launch whose only gathered inputs are
+// periodic (a bias over a product's rows): each call then reads those rows in place. Shorter
+// rows stay in tiles, where a call covers more of them.
+constexpr int64_t kMinPeriodicRow = 256;
 
 // An element as bytes: gathers and broadcast fills move elements whatever their dtype.
 template <size_t N>
@@ -464,6 +468,7 @@ class UnitRunner {
         scalars_(scalars),
         scratch_(scratch),
         num_in_(inst_.inputs.size()),
+        row_(inst_.rank > 0 ? std::max<int64_t>(1, inst_.sizes[inst_.rank - 1]) : 1),
         folds_in_place_(launch.folds_input && inst_.inputs[0].direct) {
     prepare_scratch();
   }
@@ -513,6 +518,8 @@ class UnitRunner {
       if (in.uniform && !in.direct) continue;
       if (in.direct) {
         scratch_.inputs[i] = base + pos * in.elem_size;
+      } else if (in.periodic && pos % row_ + n <= row_) {
+        scratch_.inputs[i] = base + pos % row_ * in.elem_size;  // within one row
       } else {
         double* tile = scratch_.tiles.data() + i * kTileElements;
         gather(in, inst_, base, in.elem_size, pos, n, tile);
@@ -542,8 +549,11 @@ class UnitRunner {
     const int64_t step = inst_.all_direct             ? unit_.end - unit_.begin
                          : inst_.only_uniform_gathers ? kUniformTileElements
                                                       : kTileElements;
-    for (int64_t pos = unit_.begin; pos < unit_.end; pos += step) {
-      const int64_t n = std::min(step, unit_.end - pos);
+    // Calls that end where rows end, so that no periodic input is gathered.
+    const bool by_rows = !inst_.only_uniform_gathers && inst_.only_row_gathers &&
+                         row_ >= kMinPeriodicRow && row_ <= kUniformTileElements;
+    for (int64_t pos = unit_.begin, n = 0; pos < unit_.end; pos += n) {
+      n = std::min(by_rows ? row_ - pos % row_ : step, unit_.end - pos);
       bind_inputs(pos, n);
       for (size_t o = 0; o < inst_.output_slots.size(); ++o) {
         scratch_.outputs[o] =
@@ -670,6 +680,7 @@ class UnitRunner {
   const double* const scalars_;
   Scratch& scratch_;
   const size_t num_in_;
+  const int64_t row_;  // the iteration space's last dim: a periodic input's period
   const bool folds_in_place_;
   double* values_ = nullptr;  // a reduction's kernel output tile
 };
