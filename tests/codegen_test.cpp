@@ -732,6 +732,58 @@ TEST_F(CodegenTest, StoredCodesAreDecodedABlockAtATime) {
   }
 }
 
+// Codes stored as u8 straight from the integer code, the same bytes as the cast of its f32
+// value: at every midpoint of both maps and the floats either side, zeros, negatives, values
+// past 1, denormals, infinities and NaN.
+TEST_F(CodegenTest, QuantizedCodesStoreAsTheCastOfTheirValue) {
+  using lt::ir::OpKind;
+  KernelProgram program;
+  const int32_t x = add_instr(program, InstrKind::Input, DType::f32, OpKind::kCount, {}, 0);
+  const int32_t s = add_instr(program, InstrKind::Op, DType::f32, OpKind::QuantizeSigned8, {x});
+  const int32_t u = add_instr(program, InstrKind::Op, DType::f32, OpKind::QuantizeUnsigned8, {x});
+  program.outputs = {add_instr(program, InstrKind::Op, DType::u8, OpKind::Cast, {s}),
+                     add_instr(program, InstrKind::Op, DType::u8, OpKind::Cast, {u})};
+  const std::string source = lt::backend::cpu::generate_source({&program}, {"lt_codes_kernel"});
+  EXPECT_NE(source.find("lt_kernel::lt_quantize_signed8_u8(r0)"), std::string::npos);
+  EXPECT_NE(source.find("lt_kernel::lt_quantize_unsigned8_u8(r0)"), std::string::npos);
+
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -1.0f,
+                               2.5f,
+                               -7.0f,
+                               1e-40f,
+                               -1e-40f,
+                               1e-30f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+  for (const auto* levels : {&lt_kernel::kLtSignedLevels, &lt_kernel::kLtUnsignedLevels}) {
+    for (int c = 0; c + 1 < 256; ++c) {
+      const float midpoint =
+          static_cast<float>((static_cast<double>(levels->values[c]) + levels->values[c + 1]) / 2);
+      for (float v : {midpoint, std::nextafter(midpoint, -2.0f), std::nextafter(midpoint, 2.0f)}) {
+        values.push_back(v);
+      }
+    }
+  }
+  for (int i = 0; i < 1000; ++i) values.push_back(static_cast<float>(scalar(-1.2, 1.2)));
+  const auto kernels = lt::backend::cpu::compile_native({&program}, native_options());
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_STREQ(kernels[0]->method(), "native");
+  std::vector<uint8_t> signed_codes(values.size()), unsigned_codes(values.size());
+  const void* inputs[] = {values.data()};
+  void* outputs[] = {signed_codes.data(), unsigned_codes.data()};
+  kernels[0]->run(inputs, outputs, nullptr, 0, static_cast<int64_t>(values.size()));
+  size_t bad = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    bad += signed_codes[i] != lt_kernel::lt_cast_u8(lt_kernel::lt_dynamic8_code<false>(values[i]));
+    bad += unsigned_codes[i] != lt_kernel::lt_cast_u8(lt_kernel::lt_dynamic8_code<true>(values[i]));
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
 // Through the engine: the optimizer's pattern (codes stored by one step, read by the next),
 // over every code, a launch's second work unit and its partial last block, and a transposed
 // view whose codes are gathered into tiles first.

@@ -277,6 +277,18 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
       }
       case InstrKind::Op: {
         if (instr.op == ir::OpKind::Cast) {
+          const Instr& from = program.instrs[instr.args[0]];
+          const bool stores_code =
+              dialect == KernelDialect::cpu && instr.dtype == DType::u8 &&
+              from.kind == InstrKind::Op && from.dtype == DType::f32 &&
+              (from.op == ir::OpKind::QuantizeSigned8 || from.op == ir::OpKind::QuantizeUnsigned8);
+          if (stores_code) {
+            const char* quantize = from.op == ir::OpKind::QuantizeSigned8
+                                       ? "lt_kernel::lt_quantize_signed8_u8("
+                                       : "lt_kernel::lt_quantize_unsigned8_u8(";
+            body += "    " + decl + quantize + reg(from.args[0]) + ");\n";
+            break;
+          }
           body += "    " + decl + cast(instr.dtype, reg(instr.args[0]), dialect) + ";\n";
           break;
         }

@@ -153,9 +153,8 @@ inline T lt_dynamic8_value(T code) {
 // The nearest code; at a midpoint (to f32), the one nearer 0. Magnitudes below the first
 // bucket take its code (0) and above the last its code (1's); a NaN gets code 0: quantized
 // state holds no NaN. Written for the vectorizer: integer selects, no branch.
-template <bool Unsigned, class T>
-inline T lt_dynamic8_code(T x) {
-  const float xf = static_cast<float>(x);
+template <bool Unsigned>
+inline int lt_dynamic8_code_of(float xf) {
   unsigned int bits;
   __builtin_memcpy(&bits, &xf, 4);
   const unsigned int magnitude = bits & 0x7fffffffu;
@@ -173,7 +172,12 @@ inline T lt_dynamic8_code(T x) {
     const int negative = 127 - positive;
     code = xf < 0.0f ? (negative > 0 ? negative : 0) : 127 + positive;
   }
-  return static_cast<T>(xf == xf ? static_cast<float>(code) : 0.0f);
+  return xf == xf ? code : 0;
+}
+// The code as a value of the op's dtype.
+template <bool Unsigned, class T>
+inline T lt_dynamic8_code(T x) {
+  return static_cast<T>(static_cast<float>(lt_dynamic8_code_of<Unsigned>(static_cast<float>(x))));
 }
 
 // Conversions between dtypes, in registers. Every dtype is computed in its storage type but

@@ -258,6 +258,15 @@ template <class T>
 inline T lt_quantize_unsigned8(T x) {
   return lt_dynamic8_code<true>(x);
 }
+// The code stored as u8 (a Cast to u8 of an f32 quantization, as the 8-bit optimizer stores its
+// moments): the integer code itself, where the cast of its f32 value would convert it to f32
+// and back (the update kernel of an 8-bit AdamW step 0.85 -> 0.78 ns an element, Zen 5).
+inline unsigned char lt_quantize_signed8_u8(float x) {
+  return static_cast<unsigned char>(lt_dynamic8_code_of<false>(x));
+}
+inline unsigned char lt_quantize_unsigned8_u8(float x) {
+  return static_cast<unsigned char>(lt_dynamic8_code_of<true>(x));
+}
 
 // 8-bit codes decoded a block at a time, where the CPU permutes bytes across a register
 // (AVX512_VBMI) and the compiler is GCC (variable __builtin_shuffle): a kernel that reads stored
