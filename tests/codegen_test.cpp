@@ -572,21 +572,37 @@ TEST_F(CodegenTest, F32ArgmaxMatchesTheReferenceOverTiesNaNsAndTiles) {
   EXPECT_EQ(want[7], 17);
 }
 
-// A row repeated over the rows of the iteration space (a bias) is read in place by calls that
-// end where rows end, here with work units that start mid-row, a view that starts inside its
-// storage, a row reduction and rows short enough to stay in gathered tiles.
-TEST_F(CodegenTest, PeriodicInputsMatchTheReference) {
+// A row repeated over the rows of the iteration space (a bias) is read in place, and a value
+// per row (a row's statistic) filled once a row, by calls that end where rows end: here with
+// work units that start mid-row, views that start inside their storage, statistics over two
+// leading dims and over the middle one of three, rows longer than a call, a row reduction and
+// rows short enough to stay in gathered tiles.
+TEST_F(CodegenTest, PeriodicAndPerRowInputsMatchTheReference) {
   const Tensor x = uniform(Shape{300, 777}, -2, 2, DType::f32);
   const Tensor bias = uniform(Shape{777}, -1, 1, DType::f32);
+  const Tensor stat = uniform(Shape{300, 1}, -1, 1, DType::f32);
   const Tensor storage = uniform(Shape{800}, -1, 1, DType::f32);
+  const Tensor cube = uniform(Shape{6, 50, 777}, -2, 2, DType::f32);
+  const Tensor cube_stat = uniform(Shape{6, 50, 1}, -1, 1, DType::f32);
+  const Tensor middle_stat = uniform(Shape{1, 50, 1}, -1, 1, DType::f32);
+  const Tensor long_rows = uniform(Shape{7, 20000}, -2, 2, DType::f32);
+  const Tensor long_stat = uniform(Shape{7, 1}, -1, 1, DType::f32);
   const Tensor narrow = uniform(Shape{100, 100}, -2, 2, DType::f32);
   const Tensor narrow_bias = uniform(Shape{100}, -1, 1, DType::f32);
+  const Tensor ids = uniform(Shape{300, 1}, 0, 777, DType::f32).to(DType::i64);
   settle();
   const Tensor offset_bias = storage.slice(0, 5, 782);
+  const Tensor offset_stat = storage.slice(0, 3, 303).reshape({300, 1});
   check_outputs({
       {"bias", x * 2.0 + bias, kF32},
       {"two_biases", (x + bias) * offset_bias, kF32},
       {"row_sums", (x + bias).sum({1}), kF32Reduce},
+      {"stat", x * stat + bias, kF32},
+      {"offset_stat", x - offset_stat, kF32},
+      {"stat_row_sums", (x * stat).sum({1}), kF32Reduce},
+      {"cube_stat", cube * cube_stat + middle_stat, kF32},
+      {"long_rows", long_rows * long_stat, kF32},
+      {"i64_per_row", lt::arange(777.0).to(DType::i64).eq(ids).to(DType::f32) * x, kF32},
       {"narrow_rows", narrow * narrow_bias - 1.0, kF32},
   });
 }

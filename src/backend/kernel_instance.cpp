@@ -156,8 +156,10 @@ Instance make_instance(const ir::Graph& graph, const compiler::ExecutionPlan& pl
                                   [](int64_t s) { return s == 0; });
     inst.all_direct = inst.all_direct && access.direct;
     inst.only_uniform_gathers = inst.only_uniform_gathers && (access.direct || access.uniform);
-    inst.only_row_gathers =
-        inst.only_row_gathers && (access.direct || access.uniform || access.periodic);
+    access.per_row =
+        !access.direct && !access.uniform && inst.rank >= 2 && access.strides[inst.rank - 1] == 0;
+    inst.only_row_gathers = inst.only_row_gathers &&
+                            (access.direct || access.uniform || access.periodic || access.per_row);
     inst.inputs.push_back(access);
   }
   for (uint32_t node : kernel.output_nodes) {

@@ -19,6 +19,9 @@ struct InputAccess {
   // One row repeated over the iteration space's rows (a bias): strides 0 but the last, which is
   // 1. A run of positions within one row reads it in place.
   bool periodic = false;
+  // One value per row of the iteration space (a row's statistic): stride 0 along the last dim.
+  // A run of positions within one row takes one value.
+  bool per_row = false;
   size_t elem_size = 4;
   int64_t offset = 0;                     // in elements: where a view starts in its storage
   int64_t strides[Shape::kMaxRank] = {};  // in elements, over the iteration space
@@ -43,7 +46,7 @@ struct Instance {
   bool columns = false;
   bool all_direct = true;
   bool only_uniform_gathers = true;  // every input direct or one broadcast value
-  bool only_row_gathers = true;      // every input direct, one broadcast value or periodic
+  bool only_row_gathers = true;      // every input direct, one broadcast value, periodic or per row
 };
 
 // `kernel` of `plan` over `graph`'s sizes. `allow_columns`: a reduction over leading dims keeps

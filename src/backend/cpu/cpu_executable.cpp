@@ -39,8 +39,9 @@ constexpr int64_t kMaxRowChunks = 16;
 // device): such tiles cost no gathering, so they can be longer.
 constexpr int64_t kUniformTileElements = 8192;
 // Rows at least this long are the calls of an elementwise launch whose only gathered inputs are
-// periodic (a bias over a product's rows): each call then reads those rows in place. Shorter
-// rows stay in tiles, where a call covers more of them.
+// periodic (a bias over a product's rows) or per row (a row's statistic): each call then reads
+// the bias in place and fills one run with the statistic, where a tile across rows is gathered
+// run by run. Shorter rows stay in tiles, where a call covers more of them.
 constexpr int64_t kMinPeriodicRow = 256;
 
 // An element as bytes: gathers and broadcast fills move elements whatever their dtype.
@@ -520,12 +521,33 @@ class UnitRunner {
         scratch_.inputs[i] = base + pos * in.elem_size;
       } else if (in.periodic && pos % row_ + n <= row_) {
         scratch_.inputs[i] = base + pos % row_ * in.elem_size;  // within one row
+      } else if (in.per_row && pos % row_ + n <= row_ && n <= kUniformTileElements) {
+        // Within one row: its value, n times.
+        double* tile = scratch_.uniform_tiles.data() + i * kUniformTileElements;
+        const char* value = base + row_offset(in, pos / row_) * in.elem_size;
+        visit_element_size(in.elem_size, [&](auto size) {
+          using E = ElementBits<decltype(size)::value>;
+          E element;
+          std::memcpy(&element, value, sizeof element);
+          fill_elements(reinterpret_cast<E*>(tile), element, n);
+        });
+        scratch_.inputs[i] = tile;
       } else {
         double* tile = scratch_.tiles.data() + i * kTileElements;
         gather(in, inst_, base, in.elem_size, pos, n, tile);
         scratch_.inputs[i] = tile;
       }
     }
+  }
+
+  // Where row `row` of the iteration space starts in `in`, in elements from its first.
+  int64_t row_offset(const InputAccess& in, int64_t row) const {
+    int64_t offset = 0;
+    for (int d = inst_.rank - 2; d >= 0 && row > 0; --d) {
+      offset += row % inst_.sizes[d] * in.strides[d];
+      row /= inst_.sizes[d];
+    }
+    return offset;
   }
 
   // Binds positions [pos, pos + n) and runs the kernel over them.
@@ -549,7 +571,7 @@ class UnitRunner {
     const int64_t step = inst_.all_direct             ? unit_.end - unit_.begin
                          : inst_.only_uniform_gathers ? kUniformTileElements
                                                       : kTileElements;
-    // Calls that end where rows end, so that no periodic input is gathered.
+    // Calls that end where rows end, so that no periodic or per-row input is gathered.
     const bool by_rows = !inst_.only_uniform_gathers && inst_.only_row_gathers &&
                          row_ >= kMinPeriodicRow && row_ <= kUniformTileElements;
     for (int64_t pos = unit_.begin, n = 0; pos < unit_.end; pos += n) {
