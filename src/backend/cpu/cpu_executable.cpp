@@ -42,7 +42,7 @@ constexpr int64_t kUniformTileElements = 8192;
 // periodic (a bias over a product's rows) or per row (a row's statistic): each call then reads
 // the bias in place and fills one run with the statistic, where a tile across rows is gathered
 // run by run. Shorter rows stay in tiles, where a call covers more of them.
-constexpr int64_t kMinPeriodicRow = 256;
+constexpr int64_t kMinRowAlignedCall = 256;
 
 // An element as bytes: gathers and broadcast fills move elements whatever their dtype.
 template <size_t N>
@@ -500,13 +500,8 @@ class UnitRunner {
     for (size_t i = 0; i < num_in_; ++i) {
       const InputAccess& in = inst_.inputs[i];
       if (in.uniform && !in.direct) {
-        double* tile = scratch_.uniform_tiles.data() + i * kUniformTileElements;
-        visit_element_size(in.elem_size, [&](auto size) {
-          using E = ElementBits<decltype(size)::value>;
-          std::fill_n(reinterpret_cast<E*>(tile), uniform_fill,
-                      static_cast<const E*>(slots_[in.slot])[in.offset]);
-        });
-        scratch_.inputs[i] = tile;
+        const char* value = static_cast<const char*>(slots_[in.slot]) + in.offset * in.elem_size;
+        scratch_.inputs[i] = fill_uniform_tile(i, value, uniform_fill);
       }
     }
   }
@@ -523,21 +518,26 @@ class UnitRunner {
         scratch_.inputs[i] = base + pos % row_ * in.elem_size;  // within one row
       } else if (in.per_row && pos % row_ + n <= row_ && n <= kUniformTileElements) {
         // Within one row: its value, n times.
-        double* tile = scratch_.uniform_tiles.data() + i * kUniformTileElements;
-        const char* value = base + row_offset(in, pos / row_) * in.elem_size;
-        visit_element_size(in.elem_size, [&](auto size) {
-          using E = ElementBits<decltype(size)::value>;
-          E element;
-          std::memcpy(&element, value, sizeof element);
-          fill_elements(reinterpret_cast<E*>(tile), element, n);
-        });
-        scratch_.inputs[i] = tile;
+        scratch_.inputs[i] =
+            fill_uniform_tile(i, base + row_offset(in, pos / row_) * in.elem_size, n);
       } else {
         double* tile = scratch_.tiles.data() + i * kTileElements;
         gather(in, inst_, base, in.elem_size, pos, n, tile);
         scratch_.inputs[i] = tile;
       }
     }
+  }
+
+  // Input i's broadcast tile holding n copies of the element at `value`.
+  const void* fill_uniform_tile(size_t i, const char* value, int64_t n) {
+    double* tile = scratch_.uniform_tiles.data() + i * kUniformTileElements;
+    visit_element_size(inst_.inputs[i].elem_size, [&](auto size) {
+      using E = ElementBits<decltype(size)::value>;
+      E element;
+      std::memcpy(&element, value, sizeof element);
+      fill_elements(reinterpret_cast<E*>(tile), element, n);
+    });
+    return tile;
   }
 
   // Where row `row` of the iteration space starts in `in`, in elements from its first.
@@ -573,7 +573,7 @@ class UnitRunner {
                                                       : kTileElements;
     // Calls that end where rows end, so that no periodic or per-row input is gathered.
     const bool by_rows = !inst_.only_uniform_gathers && inst_.only_row_gathers &&
-                         row_ >= kMinPeriodicRow && row_ <= kUniformTileElements;
+                         row_ >= kMinRowAlignedCall && row_ <= kUniformTileElements;
     for (int64_t pos = unit_.begin, n = 0; pos < unit_.end; pos += n) {
       n = std::min(by_rows ? row_ - pos % row_ : step, unit_.end - pos);
       bind_inputs(pos, n);
