@@ -706,8 +706,9 @@ KernelProgram stored_codes_program() {
   return p;
 }
 
-// Stored codes are decoded a block at a time where the CPU can (kernel_prelude.h); either way
-// every value is the map's, bit for bit, at any offset, count and alignment of the arrays.
+// Stored codes are decoded a block at a time where the CPU can and the engine asks for it
+// (kernel_prelude.h), else looked up in the loop; either way every value is the map's, bit for
+// bit, at any offset, count and alignment of the arrays.
 TEST_F(CodegenTest, StoredCodesAreDecodedABlockAtATime) {
   const KernelProgram program = stored_codes_program();
   const std::string source = lt::backend::cpu::generate_source({&program}, {"lt_codes_kernel"});
@@ -717,34 +718,41 @@ TEST_F(CodegenTest, StoredCodesAreDecodedABlockAtATime) {
   EXPECT_EQ(source.find("lt_decode_dynamic8<false>"), std::string::npos);
   EXPECT_NE(source.find("lt_kernel::DequantizeSigned8Fn{}(r4)"), std::string::npos);
 
-  const auto kernels = lt::backend::cpu::compile_native({&program}, native_options());
-  ASSERT_EQ(kernels.size(), 1u);
-  ASSERT_STREQ(kernels[0]->method(), "native");
-  std::vector<uint8_t> codes(1100);
-  std::vector<float> x(codes.size());
-  for (size_t i = 0; i < codes.size(); ++i) {
-    codes[i] = static_cast<uint8_t>(i < 256 ? i : scalar(0, 256));
-    x[i] = static_cast<float>(scalar(-1, 1));
-  }
-  const auto& unsigned_values = lt_kernel::kLtUnsignedLevels.values;
-  const auto& signed_values = lt_kernel::kLtSignedLevels.values;
-  // Whole blocks of 128 and 64, partial ones, and arrays that start off any alignment.
-  for (const auto& [offset, n] : std::vector<std::pair<int64_t, int64_t>>{
-           {0, 1100}, {0, 128}, {3, 64}, {1, 1}, {5, 200}, {7, 1093}}) {
-    SCOPED_TRACE(std::to_string(offset) + " + " + std::to_string(n));
-    std::vector<float> value(static_cast<size_t>(n) + 1, -7.0f), signed_value(value);
-    const void* inputs[] = {codes.data() + offset, x.data() + offset};
-    void* outputs[] = {value.data(), signed_value.data()};
-    kernels[0]->run(inputs, outputs, nullptr, offset, n);
-    size_t bad = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const auto k = static_cast<size_t>(offset + i);
-      bad += value[i] != unsigned_values[codes[k]];
-      bad += signed_value[i] !=
-             signed_values[static_cast<int>(lt_kernel::lt_dynamic8_code<false>(x[k]))];
+  // Runs a kernel of the program over codes at several offsets, counts and alignments.
+  const auto check = [&](const lt::backend::cpu::CompiledKernel& kernel) {
+    ASSERT_STREQ(kernel.method(), "native");
+    std::vector<uint8_t> codes(1100);
+    std::vector<float> x(codes.size());
+    for (size_t i = 0; i < codes.size(); ++i) {
+      codes[i] = static_cast<uint8_t>(i < 256 ? i : scalar(0, 256));
+      x[i] = static_cast<float>(scalar(-1, 1));
     }
-    EXPECT_EQ(bad, 0u);
-    EXPECT_EQ(value[n], -7.0f) << "written past the count";
+    const auto& unsigned_values = lt_kernel::kLtUnsignedLevels.values;
+    const auto& signed_values = lt_kernel::kLtSignedLevels.values;
+    // Whole blocks of 128 and 64, partial ones, and arrays that start off any alignment.
+    for (const auto& [offset, n] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 1100}, {0, 128}, {3, 64}, {1, 1}, {5, 200}, {7, 1093}}) {
+      SCOPED_TRACE(std::to_string(offset) + " + " + std::to_string(n));
+      std::vector<float> value(static_cast<size_t>(n) + 1, -7.0f), signed_value(value);
+      const void* inputs[] = {codes.data() + offset, x.data() + offset};
+      void* outputs[] = {value.data(), signed_value.data()};
+      kernel.run(inputs, outputs, nullptr, offset, n);
+      size_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(offset + i);
+        bad += value[i] != unsigned_values[codes[k]];
+        bad += signed_value[i] !=
+               signed_values[static_cast<int>(lt_kernel::lt_dynamic8_code<false>(x[k]))];
+      }
+      EXPECT_EQ(bad, 0u);
+      EXPECT_EQ(value[n], -7.0f) << "written past the count";
+    }
+  };
+  for (const bool by_permutes : {false, true}) {
+    SCOPED_TRACE(by_permutes ? "decoded by permutes" : "looked up in the loop");
+    lt::backend::KernelSettings options = native_options();
+    options.decode_codes_by_permutes = by_permutes;
+    check(*lt::backend::cpu::compile_native({&program}, options).at(0));
   }
 }
 

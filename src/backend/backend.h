@@ -80,6 +80,10 @@ struct KernelSettings {
   std::string cache_dir;         // compiled kernels on disk
   size_t cache_bytes = 0;        // their byte bound
   size_t cache_entries = 0;      // kernels kept in memory
+  // CPU: kernels that read stored 8-bit codes decode a block of them at a time by byte permutes
+  // (where the CPU has AVX512_VBMI) instead of looking each up in their loop. The CPU backend
+  // sets it where permutes beat gathers (cpu::byte_permutes_beat_gathers).
+  bool decode_codes_by_permutes = false;
 };
 
 struct BackendSettings {

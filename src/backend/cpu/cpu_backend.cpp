@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_executable.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/kernels/compiled_kernel.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/fault_injection.h"
 #include "backend/registry.h"
@@ -157,13 +158,19 @@ int thread_count(int n) {
   return std::max(n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
+// The settings, with the choices this CPU makes for its kernels.
+KernelSettings for_this_cpu(KernelSettings settings) {
+  settings.decode_codes_by_permutes = byte_permutes_beat_gathers();
+  return settings;
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int index, const BackendSettings& settings)
       : index_(index),
         physical_memory_(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE)),
         memory_limit_(settings.memory_limit),
-        kernel_settings_(settings.kernels),
+        kernel_settings_(for_this_cpu(settings.kernels)),
         pool_(thread_count(settings.threads)),
         stream_(kMaxQueuedTasks) {
     threads_.store(settings.threads);
@@ -324,7 +331,7 @@ class CpuBackend final : public Backend {
     memory_limit_.store(settings.memory_limit);
     threads_.store(settings.threads);
     const std::lock_guard<std::mutex> lock(kernel_settings_mu_);
-    kernel_settings_ = settings.kernels;
+    kernel_settings_ = for_this_cpu(settings.kernels);
   }
 
   uint64_t compile_fingerprint() const override { return kernel_settings().native ? 1 : 2; }

@@ -42,6 +42,10 @@ std::string generate_source(const std::vector<const KernelProgram*>& programs,
 // Compiles generated source with the system C++ compiler and loads it, with an on-disk cache
 // (in options.cache_dir) keyed by the source and the compiler command. Throws lt::Error when
 // the compiler fails.
+//
+// Whether this CPU decodes stored 8-bit codes faster by byte permutes across two registers than
+// by gathers (KernelSettings::decode_codes_by_permutes).
+bool byte_permutes_beat_gathers();
 std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     const std::vector<const KernelProgram*>& programs, const KernelSettings& options);
 

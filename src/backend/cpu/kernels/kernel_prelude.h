@@ -269,18 +269,20 @@ inline unsigned char lt_quantize_unsigned8_u8(float x) {
 }
 
 // 8-bit codes decoded a block at a time, where the CPU permutes bytes across a register
-// (AVX512_VBMI) and the compiler is GCC (variable __builtin_shuffle): a kernel that reads stored
-// codes through a map (the 8-bit optimizer's moments) decodes each block of them into an array
-// before its loop (the code generator emits both forms, LT_DECODES_CODES picks one). The map's
-// 256 values are four byte planes of four registers each: two permutes of 128 bytes and a select
-// on the code's top bit give one byte of 64 values, and four more permutes interleave the planes
-// into f32s. 0.08 ns a value on one thread of a Zen 5 against 0.25 for the gather the loop does
-// otherwise (Zen 5 gathers 16 lanes in about 16 cycles), which took the 8-bit AdamW step of
-// BERT-base from 96 to 83 ms there. Without VBMI a block decoded by gathers into an array is slower
-// than the gather in the loop (AVX-512 0.61 against 0.55 ns an element of that kernel, AVX2 0.78
-// against 0.64): those CPUs keep the loop's lookup.
-#if defined(__AVX512VBMI__) && defined(__AVX512BW__) && defined(__GNUC__) && \
-    !defined(__clang__) && __GNUC__ >= 11
+// (AVX512_VBMI) faster than it gathers (the engine then defines LT_DECODE_BY_PERMUTES: see
+// byte_permutes_beat_gathers) and the compiler is GCC (variable __builtin_shuffle): a kernel that
+// reads stored codes through a map (the 8-bit optimizer's moments) decodes each block of them
+// into an array before its loop (the code generator emits both forms, LT_DECODES_CODES picks
+// one). The map's 256 values are four byte planes of four registers each: two permutes of 128
+// bytes and a select on the code's top bit give one byte of 64 values, and four more permutes
+// interleave the planes into f32s. 0.08 ns a value on one thread of a Zen 5 against 0.25 for the
+// gather the loop does otherwise (Zen 5 gathers 16 lanes in about 16 cycles), which took the
+// 8-bit AdamW step of BERT-base from 96 to 83 ms there; on an Intel Xeon, whose permutes of two
+// registers are three uops and whose gathers are faster, the same step went from 121 to 137 ms.
+// Without VBMI a block decoded by gathers into an array is slower than the gather in the loop
+// (AVX-512 0.61 against 0.55 ns an element of that kernel, AVX2 0.78 against 0.64).
+#if defined(LT_DECODE_BY_PERMUTES) && defined(__AVX512VBMI__) && defined(__AVX512BW__) && \
+    defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define LT_DECODES_CODES 1
 typedef unsigned char LtBytes64 __attribute__((vector_size(64)));
 typedef signed char LtSignedBytes64 __attribute__((vector_size(64)));
