@@ -133,6 +133,42 @@ TEST_F(CompileTest, TieredCompilationRunsAtOnceThenSwitchesToNativeCode) {
   EXPECT_EQ(counter("InterpretedKernelLaunch"), 0) << "native code was ready but not used";
 }
 
+// Under tiered compilation a launch of a handful of elements stays on the interpreter (its
+// compile would only slow the first step); the same graph at sizes that make it larger gets
+// native code, and without tiering everything is compiled.
+TEST_F(CompileTest, TinyLaunchesStayInterpretedUntilTheirSizesGrow) {
+  lt::set_kernel_compiler("native");
+  lt::set_tiered_compilation(true);
+  const uint64_t seed = next_seed();
+  auto step = [&](int64_t n) {
+    const std::vector<float> x0 = values(n);
+    Chain c = chain(x0, 30, seed);
+    lt::mark_step();
+    lt_test::expect_close(c.out.to_vector<double>(), c.want, {1e-6, 1e-6});
+  };
+  lt::metrics::reset();
+  step(8);
+  lt::wait_kernel_compiles();
+  EXPECT_EQ(counter("KernelCompile") + counter("KernelDiskCacheHit"), 0);
+  step(8);
+  EXPECT_GT(counter("InterpretedKernelLaunch"), 0);
+
+  lt::metrics::reset();
+  step(3000);  // the same graph (sizes are arguments), bound again
+  EXPECT_EQ(counter("UncachedCompile"), 0);
+  lt::wait_kernel_compiles();
+  EXPECT_GT(counter("KernelCompile") + counter("KernelDiskCacheHit"), 0);
+  lt::metrics::reset();
+  step(3000);
+  EXPECT_EQ(counter("InterpretedKernelLaunch"), 0) << "native code was ready but not used";
+
+  lt::set_tiered_compilation(false);
+  lt::clear_compile_caches();
+  lt::metrics::reset();
+  step(8);
+  EXPECT_EQ(counter("InterpretedKernelLaunch"), 0);
+}
+
 // Without tiering a step waits for its native kernels; distinct programs compile in parallel
 // batches, and the values are the same.
 TEST_F(CompileTest, UntieredCompilesWaitAndMatch) {

@@ -43,6 +43,12 @@ constexpr int64_t kUniformTileElements = 8192;
 // the bias in place and fills one run with the statistic, where a tile across rows is gathered
 // run by run. Shorter rows stay in tiles, where a call covers more of them.
 constexpr int64_t kMinRowAlignedCall = 256;
+// Under tiered compilation a launch over at most this many elements in all (a loss, a gradient
+// norm, a clipping coefficient) stays on the interpreter, where it runs in microseconds: its
+// native compile would only take CPU from the first step of its graph, whose other kernels are
+// interpreted until their code is ready (BERT-base's clipping coefficient, one element summed
+// from 202 tensors' squared norms, took 0.6 s of that step's 2 s of compiling).
+constexpr int64_t kInterpretedLaunchElements = 16;
 
 // An element as bytes: gathers and broadcast fills move elements whatever their dtype.
 template <size_t N>
@@ -813,6 +819,18 @@ void describe_row_groups(std::vector<Launch>& launches) {
   }
 }
 
+// The elements a planned launch iterates over `graph`'s sizes, all its instances together.
+int64_t launch_elements(const ir::Graph& graph, const compiler::ExecutionPlan& plan,
+                        const compiler::PlannedLaunch& planned) {
+  int64_t elements = 0;
+  for (uint32_t k : planned.kernels) {
+    const compiler::Kernel& kernel = plan.kernels[k];
+    elements +=
+        make_instance(graph, plan, kernel, kernel.program.reduce, /*allow_columns=*/true).numel;
+  }
+  return elements;
+}
+
 }  // namespace
 
 std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
@@ -822,16 +840,28 @@ std::shared_ptr<CpuCompiledGraph> compile_graph(const ir::Graph& graph,
   compiled->plan = compiler::plan_execution(graph, options.fusion);
   const compiler::ExecutionPlan& plan = compiled->plan;
   compiled->num_kernels = static_cast<int64_t>(plan.kernels.size());
-  std::vector<const compiler::KernelProgram*> programs;
-  for (const compiler::PlannedLaunch& planned : plan.launches) {
-    const compiler::Kernel& first = plan.kernels[planned.kernels.front()];
-    if (first.opaque < 0) programs.push_back(&first.program);
+  compiled->settings = kernels;
+  KernelSettings interpreter = kernels;
+  interpreter.native = false;
+  compiled->interpreted_only.assign(plan.launches.size(), 0);
+  std::vector<const compiler::KernelProgram*> programs, interpreted_programs;
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
+    const compiler::Kernel& first = plan.kernels[plan.launches[l].kernels.front()];
+    if (first.opaque >= 0) continue;
+    compiled->interpreted_only[l] =
+        kernels.native && kernels.tiered &&
+        launch_elements(graph, plan, plan.launches[l]) <= kInterpretedLaunchElements;
+    (compiled->interpreted_only[l] ? interpreted_programs : programs).push_back(&first.program);
   }
-  std::vector<std::shared_ptr<const CompiledKernel>> built = get_kernels(programs, kernels);
-  size_t next_program = 0;
-  for (const compiler::PlannedLaunch& planned : plan.launches) {
-    const bool opaque = plan.kernels[planned.kernels.front()].opaque >= 0;
-    compiled->kernels.push_back(opaque ? nullptr : built[next_program++]);
+  const std::vector<std::shared_ptr<const CompiledKernel>> built = get_kernels(programs, kernels);
+  const std::vector<std::shared_ptr<const CompiledKernel>> interpreted =
+      get_kernels(interpreted_programs, interpreter);
+  size_t next_program = 0, next_interpreted = 0;
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
+    const bool opaque = plan.kernels[plan.launches[l].kernels.front()].opaque >= 0;
+    compiled->kernels.push_back(opaque                          ? nullptr
+                                : compiled->interpreted_only[l] ? interpreted[next_interpreted++]
+                                                                : built[next_program++]);
   }
   return compiled;
 }
@@ -953,6 +983,13 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
     for (uint32_t k : plan.launches[l].kernels) {
       launch.instances.push_back(
           make_instance(graph, plan, plan.kernels[k], launch.reduce, /*allow_columns=*/true));
+    }
+    if (interpreted_only[l]) {
+      int64_t elements = 0;
+      for (const Instance& instance : launch.instances) elements += instance.numel;
+      // Small for the graph it was compiled for, not for these sizes: native code after all.
+      if (elements > kInterpretedLaunchElements)
+        launch.kernel = get_kernels({&program}, settings)[0];
     }
     cut_into_units(launch);
     exe->launches.push_back(std::move(launch));

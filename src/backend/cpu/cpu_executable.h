@@ -98,6 +98,11 @@ class CpuCompiledGraph final : public CompiledGraph {
   compiler::ExecutionPlan plan;
   // Per planned launch: its compiled program (null for an opaque op).
   std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  // Per planned launch: whether its kernel is the interpreter's alone, the launch being too
+  // small for the graph it was compiled for to be worth a native compile; and the settings
+  // that bind() asks for native code with when other sizes make it larger.
+  std::vector<char> interpreted_only;
+  KernelSettings settings;
   // Each kernel instance's iteration space collapsed for strided reads, its work cut into
   // units for the pool, and the arena laid out, for graph's sizes.
   std::shared_ptr<Executable> bind(const ir::Graph& graph, std::string* why) const override;
