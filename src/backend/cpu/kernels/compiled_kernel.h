@@ -39,13 +39,13 @@ std::shared_ptr<CompiledKernel> make_interpreted_kernel(const KernelProgram& pro
 std::string generate_source(const std::vector<const KernelProgram*>& programs,
                             const std::vector<std::string>& symbols);
 
-// Compiles generated source with the system C++ compiler and loads it, with an on-disk cache
-// (in options.cache_dir) keyed by the source and the compiler command. Throws lt::Error when
-// the compiler fails.
-//
 // Whether this CPU decodes stored 8-bit codes faster by byte permutes across two registers than
 // by gathers (KernelSettings::decode_codes_by_permutes).
 bool byte_permutes_beat_gathers();
+
+// Compiles generated source with the system C++ compiler and loads it, with an on-disk cache
+// (in options.cache_dir) keyed by the source and the compiler command. Throws lt::Error when
+// the compiler fails.
 std::vector<std::shared_ptr<CompiledKernel>> compile_native(
     const std::vector<const KernelProgram*>& programs, const KernelSettings& options);
 

@@ -278,7 +278,7 @@ inline unsigned char lt_quantize_unsigned8_u8(float x) {
 // interleave the planes into f32s. 0.08 ns a value on one thread of a Zen 5 against 0.25 for the
 // gather the loop does otherwise (Zen 5 gathers 16 lanes in about 16 cycles), which took the
 // 8-bit AdamW step of BERT-base from 96 to 83 ms there; on an Intel Xeon, whose permutes of two
-// registers are three uops and whose gathers are faster, the same step went from 121 to 137 ms.
+// registers are three uops and whose gathers are faster, the step took 135-136 ms against 119-121.
 // Without VBMI a block decoded by gathers into an array is slower than the gather in the loop
 // (AVX-512 0.61 against 0.55 ns an element of that kernel, AVX2 0.78 against 0.64).
 #if defined(LT_DECODE_BY_PERMUTES) && defined(__AVX512VBMI__) && defined(__AVX512BW__) && \

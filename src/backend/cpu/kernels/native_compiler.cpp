@@ -78,8 +78,8 @@ std::string read_file(const fs::path& path) {
 // The 8-bit AdamW step of BERT-base (`lazytensor adamw --precision 8bit`), its kernels built
 // both ways: on a Zen 5, which gathers 16 lanes in about 16 cycles and permutes two registers'
 // bytes in one or two, decoding by permutes took the step from 96 to 83 ms; on an Intel Xeon
-// with AMX, where such a permute is three uops (two on one port) and gathers are faster, it
-// took the step from 121 to 137 ms.
+// with AMX, where such a permute is three uops (two on one port) and gathers are faster, the
+// step took 135-136 ms with the decode against 119-121 without.
 bool byte_permutes_beat_gathers() {
 #if defined(__x86_64__)
   return __builtin_cpu_is("amd");
