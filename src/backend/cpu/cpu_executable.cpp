@@ -44,7 +44,7 @@ constexpr int64_t kUniformTileElements = 8192;
 // run by run. Shorter rows stay in tiles, where a call covers more of them.
 constexpr int64_t kMinRowAlignedCall = 256;
 // Under tiered compilation a launch over at most this many elements in all (a loss, a gradient
-// norm, a clipping coefficient) stays on the interpreter, where it runs in microseconds: its
+// norm, a clipping coefficient) stays on the interpreter, where it takes under a millisecond: its
 // native compile would only take CPU from the first step of its graph, whose other kernels are
 // interpreted until their code is ready (BERT-base's clipping coefficient, one element summed
 // from 202 tensors' squared norms, took 0.6 s of that step's 2 s of compiling).
