@@ -954,6 +954,8 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
   exe->num_outputs = plan.num_outputs;
   exe->donation_candidates = plan.donation_candidates;
   exe->output_launch = plan.output_launch;
+  std::vector<size_t> grown;  // launches of interpreted_only that these sizes make larger
+  std::vector<const compiler::KernelProgram*> grown_programs;
   for (size_t l = 0; l < plan.launches.size(); ++l) {
     Launch launch;
     const compiler::Kernel& first = plan.kernels[plan.launches[l].kernels.front()];
@@ -988,11 +990,18 @@ std::shared_ptr<Executable> CpuCompiledGraph::bind(const ir::Graph& graph, std::
       int64_t elements = 0;
       for (const Instance& instance : launch.instances) elements += instance.numel;
       // Small for the graph it was compiled for, not for these sizes: native code after all.
-      if (elements > kInterpretedLaunchElements)
-        launch.kernel = get_kernels({&program}, settings)[0];
+      if (elements > kInterpretedLaunchElements) {
+        grown.push_back(l);
+        grown_programs.push_back(&program);
+      }
     }
     cut_into_units(launch);
     exe->launches.push_back(std::move(launch));
+  }
+  if (!grown.empty()) {  // one request, so that the compiler batches them as a graph's kernels
+    const std::vector<std::shared_ptr<const CompiledKernel>> native =
+        get_kernels(grown_programs, settings);
+    for (size_t g = 0; g < grown.size(); ++g) exe->launches[grown[g]].kernel = native[g];
   }
   describe_row_groups(exe->launches);
   size_row_blocks(exe->launches);
