@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numbers>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "util/counter_uniform.h"
 
 namespace {
 
@@ -894,6 +896,22 @@ TEST_F(OpsTest, Factories) {
     // Ten standard errors: a wrong distribution fails, a right one essentially never does.
     EXPECT_NEAR(mean, 0, 0.1);
     EXPECT_NEAR(rms, 1, 0.1);
+  }
+}
+
+// Large draws are filled a slice per core: each value must still be the one its index and the
+// seed give (here computed on the host, element by element), whichever slice wrote it.
+TEST_F(OpsTest, LargeRandomDrawsAreTheSameValuesElementByElement) {
+  const uint64_t seed = next_seed();
+  const int64_t n = (int64_t{1} << 19) + 3;  // several slices, the last one short
+  const std::vector<double> uniform = lt::rand({n}, seed, DType::f64).to_vector<double>();
+  const std::vector<double> normal = lt::randn({n}, seed, DType::f64).to_vector<double>();
+  ASSERT_EQ(uniform.size(), static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(uniform[i], lt::detail::counter_uniform(seed, i)) << i;
+    const double u1 = 1.0 - lt::detail::counter_uniform(seed, 2 * i),
+                 u2 = lt::detail::counter_uniform(seed, 2 * i + 1);
+    ASSERT_EQ(normal[i], std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2)) << i;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/device.h"
 
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -87,6 +88,21 @@ DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const 
   if (dtype == DType::i64) data->host_range = range_of(static_cast<const int64_t*>(values), shape);
   if (dtype == DType::i32) data->host_range = range_of(static_cast<const int32_t*>(values), shape);
   return data;
+}
+
+DeviceDataPtr fill_from_host(const Shape& shape, DType dtype, const Device& device,
+                             const std::function<void(void*)>& fill) {
+  backend::Backend& backend = backend_of(device);
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  if (!backend.host_addressable()) {
+    std::unique_ptr<char[]> values(new char[bytes]);
+    fill(values.get());
+    return upload(values.get(), shape, dtype, device);
+  }
+  // No step has this new buffer yet, so the host may write it while the device works.
+  auto buffer = backend.allocate(bytes);
+  fill(buffer->data());
+  return std::make_shared<DeviceData>(shape, dtype, device, std::move(buffer));
 }
 
 void download(const DeviceData& data, void* dst) {
