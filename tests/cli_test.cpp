@@ -503,6 +503,9 @@ TEST_F(CliTest, TrainWritesItsReportPlotAndCheckpoint) {
   ASSERT_EQ(report["heldout"].size(), 3u);  // steps 0, 3 and 6
   EXPECT_EQ(report["heldout"][2][0], 6);
   EXPECT_GT(report["tokens_per_second"].get<double>(), 0);
+  // The first step's new state and activations are memory the OS hands over, page by page.
+  EXPECT_GE(report["first_step_system_seconds"].get<double>(), 0);
+  EXPECT_GT(report["first_step_page_faults"].get<int64_t>(), 0);
   EXPECT_EQ(sum(report["compiles_per_step"].get<std::vector<int64_t>>(), 1), 0);
   EXPECT_EQ(sum(report["sync_transfers_per_step"].get<std::vector<int64_t>>(), 0), 0);
   EXPECT_EQ(read_text(dir_.path() / "train.png").substr(1, 3), "PNG");

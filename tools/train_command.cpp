@@ -1,5 +1,6 @@
 #include "train_command.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,17 @@
 namespace lt::tools {
 
 namespace {
+
+// The whole process's resource usage so far (all of its threads).
+rusage process_usage() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage;
+}
+
+double seconds_of(const timeval& t) {
+  return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+}
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -328,6 +340,11 @@ struct TrainResult {
   double tokens_per_second = 0;
   std::vector<int64_t> step_tokens, step_lengths;  // all ranks' real tokens, padded length
   int64_t first_step = 0;
+  // The first step's CPU time in the OS kernel (all of the process's threads) and its page
+  // faults: handing the process the memory its state and activations first take, which on a
+  // virtual machine whose host takes back free memory is seconds of that step.
+  double first_step_system_seconds = 0;
+  int64_t first_step_page_faults = 0;
 };
 
 class Run {
@@ -527,6 +544,8 @@ class Run {
     std::map<std::string, int64_t> before = counters();
     const auto run_start = Clock::now();
     while (t.step < o_.steps) {
+      const bool first = t.step + 1 == r.first_step;
+      const rusage usage_before = process_usage();
       const DeviceEvent start = record_event();
       Tensor loss;
       {
@@ -544,6 +563,13 @@ class Run {
       read_loss();  // the previous step's: it finished while this one was traced
       pending_loss = loss;
       r.step_seconds.push_back(end.seconds_since(start));
+      if (first) {
+        const rusage usage_after = process_usage();
+        r.first_step_system_seconds =
+            seconds_of(usage_after.ru_stime) - seconds_of(usage_before.ru_stime);
+        r.first_step_page_faults = (usage_after.ru_minflt + usage_after.ru_majflt) -
+                                   (usage_before.ru_minflt + usage_before.ru_majflt);
+      }
       std::optional<double> heldout;
       if (evaluate_and_save && (t.step % eval_every == 0 || t.step == o_.steps)) {
         read_loss();
@@ -666,6 +692,8 @@ json result_json(const TrainCommandOptions& o, const Trainer& t, const TrainResu
       {"losses", t.losses},
       {"heldout", t.heldout},
       {"step_seconds", r.step_seconds},
+      {"first_step_system_seconds", r.first_step_system_seconds},
+      {"first_step_page_faults", r.first_step_page_faults},
       {"step_seconds_median", r.step_seconds_median},
       {"tokens_per_second", r.tokens_per_second},
       {"rows", o.rows},
