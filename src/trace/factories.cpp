@@ -10,6 +10,7 @@
 
 #include "ir/dtype_traits.h"
 #include "lazytensor/error.h"
+#include "lazytensor/runtime.h"
 #include "lazytensor/tensor.h"
 #include "runtime/device.h"
 #include "runtime/tensor_impl.h"
@@ -45,13 +46,13 @@ Tensor upload(const void* values, const Shape& shape, DType dtype) {
   return tensor_over(std::move(data));
 }
 
-// Runs fill(begin, end) over [0, n) in contiguous slices, one per core when n is large:
-// BERT-base's random initialization is 110M draws (Box-Muller: a logarithm and a cosine each),
-// 3 seconds on one core. Each value depends on its index alone, so slicing changes nothing.
+// Runs fill(begin, end) over [0, n) in contiguous slices, one per engine thread
+// (lt::get_num_threads) when n is large: BERT-base's random initialization is 110M draws
+// (Box-Muller: a logarithm and a cosine each), 3 seconds on one core. Each value depends on its
+// index alone, so slicing changes nothing.
 void fill_in_slices(int64_t n, const std::function<void(int64_t, int64_t)>& fill) {
   constexpr int64_t kMinSlice = int64_t{1} << 17;
-  const int64_t slices =
-      std::clamp<int64_t>(n / kMinSlice, 1, std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t slices = std::clamp<int64_t>(n / kMinSlice, 1, get_num_threads());
   std::vector<std::thread> helpers;
   const int64_t per_slice = (n + slices - 1) / slices;
   for (int64_t s = 1; s < slices; ++s) {
