@@ -899,7 +899,7 @@ TEST_F(OpsTest, Factories) {
   }
 }
 
-// Large draws are filled a slice per core: each value must still be the one its index and the
+// Large draws are filled a slice per thread: each value must still be the one its index and the
 // seed give (here computed on the host, element by element), whichever slice wrote it.
 TEST_F(OpsTest, LargeRandomDrawsAreTheSameValuesElementByElement) {
   const uint64_t seed = next_seed();
