@@ -20,8 +20,8 @@ ir::NodePtr leaf_node(const DeviceDataPtr& data);
 DeviceDataPtr upload(const void* values, const Shape& shape, DType dtype, const Device& device,
                      bool synchronous = false);
 // New device memory on `device` whose bytes `fill` writes on the host (given where to write
-// them): in place where the host addresses the device's memory, through one upload otherwise.
-// Saves a host array and a staging copy of each value (random initialization).
+// them): in place where the host addresses the device's memory (no host array and no staging
+// copy: random initialization), through one upload otherwise.
 DeviceDataPtr fill_from_host(const Shape& shape, DType dtype, const Device& device,
                              const std::function<void(void*)>& fill);
 // Waits for `data`'s value and copies its bytes to `dst`; throws if its step failed.
