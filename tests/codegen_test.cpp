@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -753,6 +754,70 @@ TEST_F(CodegenTest, StoredCodesAreDecodedABlockAtATime) {
     lt::backend::KernelSettings options = native_options();
     options.decode_codes_by_permutes = by_permutes;
     check(*lt::backend::cpu::compile_native({&program}, options).at(0));
+  }
+}
+
+// Software prefetches are the CPU's choice (KernelSettings::software_prefetch): a compile of
+// its own, with or without them, and the same bits either way, whole blocks of 128 elements,
+// partial ones and offsets, the lines asked for past the end of the arrays included.
+TEST_F(CodegenTest, SoftwarePrefetchesAreACompileOfTheirOwnAndChangeNoValue) {
+  using lt::ir::OpKind;
+  KernelProgram program;
+  const int32_t x = add_instr(program, InstrKind::Input, DType::f32, OpKind::kCount, {}, 0);
+  const int32_t y = add_instr(program, InstrKind::Input, DType::bf16, OpKind::kCount, {}, 1);
+  const int32_t s = add_instr(program, InstrKind::Scalar, DType::f32, OpKind::kCount, {}, 0);
+  const int32_t wide = add_instr(program, InstrKind::Op, DType::f32, OpKind::Cast, {y});
+  const int32_t product = add_instr(program, InstrKind::Op, DType::f32, OpKind::Mul, {x, s});
+  program.outputs = {add_instr(program, InstrKind::Op, DType::f32, OpKind::Add, {product, wide})};
+  const std::string source = lt::backend::cpu::generate_source({&program}, {"lt_prefetch_kernel"});
+  EXPECT_NE(source.find("#if defined(LT_SOFTWARE_PREFETCH)"), std::string::npos);
+  EXPECT_NE(source.find("lt_kernel::lt_prefetch_block(in1, block + lt_kernel::kPrefetchAhead)"),
+            std::string::npos);
+
+  const TempDir cache;
+  lt::backend::KernelSettings options = native_options();
+  options.cache_dir = cache.path().string();
+  std::vector<std::shared_ptr<lt::backend::cpu::CompiledKernel>> kernels;
+  for (const bool prefetch : {false, true}) {
+    options.software_prefetch = prefetch;
+    kernels.push_back(lt::backend::cpu::compile_native({&program}, options).at(0));
+    ASSERT_STREQ(kernels.back()->method(), "native");
+  }
+  size_t objects = 0;
+  for (const auto& entry : fs::directory_iterator(cache.path())) {
+    objects += entry.path().extension() == ".so";
+  }
+  EXPECT_EQ(objects, 2u) << "one shared object for each choice";
+
+  std::vector<float> a(3000);
+  std::vector<uint16_t> b(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(scalar(-4, 4));
+    b[i] = lt_kernel::lt_bf16_store(static_cast<float>(scalar(-4, 4)));
+  }
+  const double scale[] = {0.75};
+  for (const auto& [offset, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 3000}, {0, 128}, {1, 127}, {5, 129}, {7, 2993}, {2999, 1}}) {
+    SCOPED_TRACE(std::to_string(offset) + " + " + std::to_string(n));
+    std::vector<std::vector<float>> results;
+    for (const auto& kernel : kernels) {
+      std::vector<float> out(static_cast<size_t>(n) + 1, -7.0f);
+      const void* inputs[] = {a.data() + offset, b.data() + offset};
+      void* outputs[] = {out.data()};
+      kernel->run(inputs, outputs, scale, offset, n);
+      EXPECT_EQ(out[n], -7.0f) << "written past the count";
+      results.push_back(std::move(out));
+    }
+    size_t different = 0;
+    std::vector<double> got, want;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(offset + i);
+      different += std::memcmp(&results[0][i], &results[1][i], sizeof(float)) != 0;
+      got.push_back(results[1][i]);
+      want.push_back(static_cast<double>(a[k]) * 0.75 + lt_kernel::lt_bf16_load(b[k]));
+    }
+    EXPECT_EQ(different, 0u);
+    expect_same(got, want, kF32);
   }
 }
 

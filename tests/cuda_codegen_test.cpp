@@ -85,7 +85,8 @@ TEST(CudaCodegenTest, DialectsShareTheBodyAndDifferInTheLoop) {
   EXPECT_NE(cuda.find("__global__ void f(const float* in0, float* out0"), std::string::npos)
       << cuda;
   EXPECT_NE(cuda.find("i += (long long)gridDim.x * blockDim.x"), std::string::npos) << cuda;
-  // The CPU's loop runs in blocks, each input prefetched ahead of its block.
+  // The CPU's loop runs in blocks, each input prefetched ahead of its block where the CPU asks
+  // for it (LT_SOFTWARE_PREFETCH).
   EXPECT_NE(cpu.find("for (long i = block; i < block_end; ++i)"), std::string::npos) << cpu;
   EXPECT_LT(cpu.find("lt_kernel::lt_prefetch_block(in0, block + lt_kernel::kPrefetchAhead)"),
             cpu.find("for (long i"))

@@ -84,6 +84,10 @@ struct KernelSettings {
   // (where the CPU has AVX512_VBMI) instead of looking each up in their loop. The CPU backend
   // sets it where permutes beat gathers (cpu::byte_permutes_beat_gathers).
   bool decode_codes_by_permutes = false;
+  // CPU: generated loops ask for each input's lines a block ahead in software, besides the
+  // hardware prefetchers. The CPU backend sets it where that is faster
+  // (cpu::software_prefetch_helps).
+  bool software_prefetch = false;
 };
 
 struct BackendSettings {

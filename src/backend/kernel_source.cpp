@@ -365,8 +365,8 @@ std::string render_kernel(const KernelProgram& program, const std::string& symbo
     }
     out += body;
   } else {
-    // Blocks with software prefetches of each input array ahead (the prelude's
-    // lt_prefetch_block says why); the elements are visited in the same order.
+    // Blocks with software prefetches of each input array ahead, where the CPU asks for them
+    // (the prelude's lt_prefetch_block says why); the elements are visited in the same order.
     if (counts_positions) out += "  unsigned int position = static_cast<unsigned int>(start);\n";
     out += "  for (long block = 0; block < n; block += lt_kernel::kPrefetchBlock) {\n";
     for (int k = 0; k < program.num_inputs(); ++k) {

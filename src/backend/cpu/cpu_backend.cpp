@@ -161,6 +161,7 @@ int thread_count(int n) {
 // The settings, with the choices this CPU makes for its kernels.
 KernelSettings for_this_cpu(KernelSettings settings) {
   settings.decode_codes_by_permutes = byte_permutes_beat_gathers();
+  settings.software_prefetch = software_prefetch_helps();
   return settings;
 }
 

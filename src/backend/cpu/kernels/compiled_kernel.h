@@ -43,6 +43,10 @@ std::string generate_source(const std::vector<const KernelProgram*>& programs,
 // by gathers (KernelSettings::decode_codes_by_permutes).
 bool byte_permutes_beat_gathers();
 
+// Whether this CPU's kernels run faster with software prefetches of their inputs
+// (KernelSettings::software_prefetch).
+bool software_prefetch_helps();
+
 // Compiles generated source with the system C++ compiler and loads it, with an on-disk cache
 // (in options.cache_dir) keyed by the source and the compiler command. Throws lt::Error when
 // the compiler fails.

@@ -21,30 +21,37 @@ template <class T>
 inline T lt_abs(T x) {
   return x < 0 ? lt_wrapping_neg(x) : x;
 }
-// Generated loops run in blocks of kPrefetchBlock elements and, before each block, ask for the
-// block kPrefetchAhead elements further on in every input array. On the x86 servers measured,
-// the hardware prefetchers alone left a bf16 optimizer kernel, whose seven streams each advance
-// 2 bytes an element, waiting on memory for about 40% of its time (1.37 ns an element on one
-// thread against 0.81 with these prefetches; of 0.5-8 KiB ahead, 1-2 KiB was best). Read
-// prefetches: asking for the lines with write intent, for the arrays updated in place, measured
-// no faster.
+// Generated loops run in blocks of kPrefetchBlock elements and, where the engine asks for it
+// (LT_SOFTWARE_PREFETCH: see software_prefetch_helps), before each block ask for the block
+// kPrefetchAhead elements further on in every input array. On an Intel Xeon the hardware
+// prefetchers alone left a bf16 optimizer kernel, whose seven streams each advance 2 bytes an
+// element, waiting on memory for about 40% of its time (1.37 ns an element on one thread
+// against 0.81 with these prefetches; of 0.5-8 KiB ahead, 1-2 KiB was best). On a Zen 4 the
+// same prefetches made the optimizer's kernels slower (one thread, fp32 AdamW over BERT-base 86
+// against 75 ms, mixed 106 against 75), into L2 or L3 as well as into L1. Read prefetches:
+// asking for the lines with write intent, for the arrays updated in place, measured no faster.
 constexpr long kPrefetchBlock = 128;
 constexpr long kPrefetchAhead = 4 * kPrefetchBlock;
 // The cache lines of elements [first, first + kPrefetchBlock) of `array`, past the end of the
 // call's elements too: a reduction's calls, and those of a launch that gathers an input, cover
 // 1024 elements of a longer array, and asking for the next call's lines took a sum of squares
-// over [30522, 768] from 3.3-3.6 to 2.3-2.5 ms (lines past the end of an array are harmless: a
-// prefetch never faults). The lines are counted at compile time, unrolled: GCC deletes a loop
-// of prefetches whose count it must compute. The address is computed in integers, as it may
-// lie past the array.
+// over [30522, 768] from 3.3-3.6 to 2.3-2.5 ms on the Xeon (lines past the end of an array are
+// harmless: a prefetch never faults). The lines are counted at compile time, unrolled: GCC
+// deletes a loop of prefetches whose count it must compute. The address is computed in
+// integers, as it may lie past the array. Without LT_SOFTWARE_PREFETCH it asks for nothing.
 template <class T>
 inline void lt_prefetch_block(const T* array, long first) {
+#if defined(LT_SOFTWARE_PREFETCH)
   const unsigned long address =
       reinterpret_cast<unsigned long>(array) + static_cast<unsigned long>(first) * sizeof(T);
 #pragma GCC unroll 64
   for (unsigned long offset = 0; offset < kPrefetchBlock * sizeof(T); offset += 64) {
     __builtin_prefetch(reinterpret_cast<const char*>(address + offset));
   }
+#else
+  (void)array;
+  (void)first;
+#endif
 }
 
 inline float lt_sqrt(float x) {
