@@ -26,10 +26,11 @@ inline T lt_abs(T x) {
 // kPrefetchAhead elements further on in every input array. On an Intel Xeon the hardware
 // prefetchers alone left a bf16 optimizer kernel, whose seven streams each advance 2 bytes an
 // element, waiting on memory for about 40% of its time (1.37 ns an element on one thread
-// against 0.81 with these prefetches; of 0.5-8 KiB ahead, 1-2 KiB was best). On a Zen 4 the
-// same prefetches made the optimizer's kernels slower (one thread, fp32 AdamW over BERT-base 86
-// against 75 ms, mixed 106 against 75), into L2 or L3 as well as into L1. Read prefetches:
-// asking for the lines with write intent, for the arrays updated in place, measured no faster.
+// against 0.81 with these prefetches; of 0.5-8 KiB ahead, 1-2 KiB was best); on a Zen 4 they
+// made the optimizer's kernels slower, into L2 or L3 as well as into L1 (software_prefetch_helps
+// has the figures).
+// Read prefetches: asking for the lines with write intent, for the arrays updated in place,
+// measured no faster.
 constexpr long kPrefetchBlock = 128;
 constexpr long kPrefetchAhead = 4 * kPrefetchBlock;
 // The cache lines of elements [first, first + kPrefetchBlock) of `array`, past the end of the
